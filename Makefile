@@ -1,0 +1,33 @@
+# mmcpvt: `make demo` runs the main job on built-in data, `make test` the tests.
+# Every target does its own set-up and is idempotent.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.mmcpvt-installed
+REQS := setup.py $(wildcard requirements/*.txt) tools/install/build_mmcv.sh
+
+.PHONY: install test demo clean
+
+install: $(STAMP)
+
+$(STAMP): $(REQS)
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	@echo "[install] torch + torchvision (several GB on the first install)"
+	$(PY) -m pip install --quiet -r requirements/torch.txt -r requirements/build.txt
+	tools/install/build_mmcv.sh $(PY)
+	@echo "[install] OpenMMLab stack and test tools"
+	$(PY) -m pip install --quiet -r requirements/runtime.txt \
+		-r requirements/openmmlab.txt -r requirements/tests.txt
+	$(PY) -m pip install --quiet --no-build-isolation --no-deps -e .
+	$(PY) -c "import mmcpvt, mmcv.ops, mmdet, mmseg, mmpretrain; print('[install] ok: mmcpvt', mmcpvt.__version__)"
+	@touch $(STAMP)
+
+test: install
+	$(PY) -m pytest tests
+
+demo: install
+	$(PY) tools/demo.py
+
+clean:
+	rm -rf $(VENV) work_dirs data

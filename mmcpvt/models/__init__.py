@@ -1,0 +1,1 @@
+from . import backbones, layers  # noqa: F401  (registers the modules)

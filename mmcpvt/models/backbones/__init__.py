@@ -1,0 +1,3 @@
+from .cpvt import CPVT
+
+__all__ = ['CPVT']

@@ -1,0 +1,288 @@
+"""CPVT: DeiT-shaped vision transformers with conditional position encodings.
+
+Conditional Positional Encodings for Vision Transformers, Chu et al.,
+ICLR 2023 (https://arxiv.org/abs/2102.10882).
+"""
+from typing import Optional, Sequence, Union
+
+import torch
+import torch.nn as nn
+import torch.utils.checkpoint as cp
+from mmcv.cnn import build_norm_layer
+from mmcv.cnn.bricks.transformer import PatchEmbed
+from mmengine.model import BaseModule
+from mmengine.model.weight_init import trunc_normal_
+from mmengine.utils import to_2tuple
+
+from mmcpvt.registry import register_model
+from ..layers import (ConditionalPositionEncoding, LearnedPositionEmbedding,
+                      SinCos2dPositionEmbedding, TransformerBlock)
+from .utils import check_choice, is_pretrained_init, resolve_arch
+
+
+@register_model
+class CPVT(BaseModule):
+    """Conditional Position encoding Vision Transformer.
+
+    DeiT-Ti/S/B with the learned position table replaced by PEGs placed after
+    the configured encoder blocks. The baselines of the paper (DeiT with a
+    learned table, 2-D sin-cos, no encoding, PEG + learned table) are the same
+    class with other ``pos_embed`` / ``peg_positions``.
+
+    Args:
+        arch (str | dict): 'tiny' / 'small' / 'base' (or 't' / 's' / 'b'),
+            or a dict with keys ``embed_dims``, ``num_layers``, ``num_heads``
+            and ``feedforward_channels``. Defaults to 'tiny'.
+        img_size (int | tuple): Training input size; only the learned
+            position table depends on it. Defaults to 224.
+        patch_size (int): Patch size. Defaults to 16.
+        in_channels (int): Input channels. Defaults to 3.
+        peg_positions (Sequence[int]): Where PEGs go: ``i`` = after encoder
+            ``i``, ``-1`` = before the first encoder. ``(0,)`` is CPVT,
+            ``(0, 1, 2, 3, 4)`` the paper's double-dagger models, ``()`` no
+            PEG. Defaults to ``(0,)``.
+        peg_cfg (dict, optional): Extra arguments of every
+            :class:`ConditionalPositionEncoding` (kernel_size, depthwise,
+            num_layers, norm_cfg, act_cfg, padding_mode, frozen).
+            Defaults to None.
+        pos_embed (str): Absolute position embedding added after the patch
+            embedding: 'none', 'learned' (DeiT's table, resized bicubically
+            when the input size changes) or 'sincos2d'. Defaults to 'none'.
+        out_type (str): 'cls_token', 'avg_featmap' (global average pooling
+            of the patch tokens, CPVT-GAP) or 'featmap' (B, C, H, W).
+            Defaults to 'cls_token'.
+        with_cls_token (bool, optional): Whether to use a class token.
+            Defaults to None: only when ``out_type='cls_token'`` (CPVT-GAP
+            has none).
+        out_indices (int | Sequence[int]): Encoders whose outputs are
+            returned. Defaults to -1.
+        drop_rate (float): Dropout rate. Defaults to 0.
+        attn_drop_rate (float): Attention dropout rate. Defaults to 0.
+        drop_path_rate (float): Stochastic depth, linearly increasing over
+            the encoders up to this value. Defaults to 0.
+        qkv_bias (bool): Bias in q/k/v. Defaults to True.
+        norm_cfg (dict): Norm layers. Defaults to ``dict(type='LN', eps=1e-6)``.
+        final_norm (bool): Norm after the last encoder. Defaults to True.
+        frozen_stages (int): Freeze the patch embedding, class token and
+            position embedding (0), and the first ``frozen_stages`` encoders
+            with the PEGs before them (> 0). -1 freezes nothing.
+            Defaults to -1.
+        with_cp (bool): Gradient checkpointing of the encoders.
+            Defaults to False.
+        init_cfg (dict | list[dict], optional): Initialization config.
+    """
+    arch_zoo = {
+        **dict.fromkeys(['t', 'tiny', 'deit-tiny'], {
+            'embed_dims': 192,
+            'num_layers': 12,
+            'num_heads': 3,
+            'feedforward_channels': 192 * 4
+        }),
+        **dict.fromkeys(['s', 'small', 'deit-small'], {
+            'embed_dims': 384,
+            'num_layers': 12,
+            'num_heads': 6,
+            'feedforward_channels': 384 * 4
+        }),
+        **dict.fromkeys(['b', 'base', 'deit-base'], {
+            'embed_dims': 768,
+            'num_layers': 12,
+            'num_heads': 12,
+            'feedforward_channels': 768 * 4
+        }),
+    }
+    OUT_TYPES = ('cls_token', 'avg_featmap', 'featmap')
+    POS_EMBEDS = ('none', 'learned', 'sincos2d')
+
+    def __init__(self,
+                 arch: Union[str, dict] = 'tiny',
+                 img_size: Union[int, Sequence[int]] = 224,
+                 patch_size: int = 16,
+                 in_channels: int = 3,
+                 peg_positions: Sequence[int] = (0, ),
+                 peg_cfg: Optional[dict] = None,
+                 pos_embed: str = 'none',
+                 out_type: str = 'cls_token',
+                 with_cls_token: Optional[bool] = None,
+                 out_indices: Union[int, Sequence[int]] = -1,
+                 drop_rate: float = 0.,
+                 attn_drop_rate: float = 0.,
+                 drop_path_rate: float = 0.,
+                 qkv_bias: bool = True,
+                 norm_cfg: dict = dict(type='LN', eps=1e-6),
+                 final_norm: bool = True,
+                 frozen_stages: int = -1,
+                 with_cp: bool = False,
+                 init_cfg: Optional[Union[dict, list]] = [
+                     dict(type='TruncNormal', layer='Linear', std=.02),
+                     dict(type='Constant', layer='LayerNorm', val=1.,
+                          bias=0.)
+                 ]):
+        super().__init__(init_cfg=init_cfg)
+        self.arch_settings = resolve_arch(
+            arch, self.arch_zoo,
+            ('embed_dims', 'num_layers', 'num_heads', 'feedforward_channels'),
+            type(self).__name__)
+        self.embed_dims = self.arch_settings['embed_dims']
+        self.num_layers = self.arch_settings['num_layers']
+        check_choice('out_type', out_type, self.OUT_TYPES, 'CPVT')
+        check_choice('pos_embed', pos_embed, self.POS_EMBEDS, 'CPVT')
+        if with_cls_token is None:
+            with_cls_token = out_type == 'cls_token'
+        if out_type == 'cls_token' and not with_cls_token:
+            raise ValueError("CPVT: out_type='cls_token' needs "
+                             'with_cls_token=True (or left as None)')
+        self.out_type = out_type
+        self.with_cls_token = with_cls_token
+        self.num_extra_tokens = int(with_cls_token)
+        self.peg_positions = self._check_peg_positions(peg_positions)
+        self.out_indices = self._check_out_indices(out_indices)
+        self.frozen_stages = frozen_stages
+        self.with_cp = with_cp
+        self.img_size = to_2tuple(img_size)
+
+        # The patch embedding pads the bottom/right to a multiple of the
+        # patch size, so any input size works.
+        self.patch_embed = PatchEmbed(
+            in_channels=in_channels,
+            embed_dims=self.embed_dims,
+            conv_type='Conv2d',
+            kernel_size=patch_size,
+            stride=patch_size,
+            padding='corner',
+            input_size=self.img_size)
+        if with_cls_token:
+            self.cls_token = nn.Parameter(torch.zeros(1, 1, self.embed_dims))
+        if pos_embed == 'learned':
+            self.pos_embed = LearnedPositionEmbedding(
+                self.embed_dims, self.patch_embed.init_out_size,
+                self.num_extra_tokens)
+        elif pos_embed == 'sincos2d':
+            self.pos_embed = SinCos2dPositionEmbedding(
+                self.embed_dims, self.num_extra_tokens)
+        else:
+            self.pos_embed = None
+        self.drop_after_pos = nn.Dropout(p=drop_rate)
+
+        peg_cfg = dict(peg_cfg or {})
+        # ModuleDict keys are positions: 'pegs.0' follows encoder 0.
+        self.pegs = nn.ModuleDict({
+            str(i): ConditionalPositionEncoding(self.embed_dims,
+                                                self.embed_dims, **peg_cfg)
+            for i in self.peg_positions
+        })
+
+        dpr = torch.linspace(0, drop_path_rate, self.num_layers).tolist()
+        self.layers = nn.ModuleList([
+            TransformerBlock(
+                embed_dims=self.embed_dims,
+                num_heads=self.arch_settings['num_heads'],
+                feedforward_channels=self.arch_settings[
+                    'feedforward_channels'],
+                drop_rate=drop_rate,
+                attn_drop_rate=attn_drop_rate,
+                drop_path_rate=dpr[i],
+                qkv_bias=qkv_bias,
+                norm_cfg=norm_cfg) for i in range(self.num_layers)
+        ])
+        self.final_norm = final_norm
+        self.norm = build_norm_layer(
+            norm_cfg, self.embed_dims)[1] if final_norm else nn.Identity()
+        self._freeze_stages()
+
+    def _check_peg_positions(self, positions) -> tuple:
+        if isinstance(positions, int):
+            positions = (positions, )
+        positions = tuple(sorted(set(positions)))
+        bad = [p for p in positions if not -1 <= p < self.num_layers]
+        if bad:
+            raise ValueError(
+                f'CPVT: peg_positions {bad} out of range; allowed are -1 '
+                f'(before the first encoder) to {self.num_layers - 1} (after '
+                f'the last of the {self.num_layers} encoders)')
+        return positions
+
+    def _check_out_indices(self, out_indices) -> tuple:
+        if isinstance(out_indices, int):
+            out_indices = (out_indices, )
+        checked = []
+        for i in out_indices:
+            j = i + self.num_layers if i < 0 else i
+            if not 0 <= j < self.num_layers:
+                raise ValueError(
+                    f'CPVT: out_indices entry {i} is out of range for '
+                    f'{self.num_layers} encoders (allowed: '
+                    f'-{self.num_layers} to {self.num_layers - 1})')
+            checked.append(j)
+        return tuple(sorted(set(checked)))
+
+    def init_weights(self):
+        super().init_weights()
+        if is_pretrained_init(self.init_cfg):
+            return
+        if self.with_cls_token:
+            trunc_normal_(self.cls_token, std=.02)
+
+    def _freeze_stages(self):
+        if self.frozen_stages < 0:
+            return
+        frozen = [self.patch_embed, self.drop_after_pos]
+        if self.pos_embed is not None:
+            frozen.append(self.pos_embed)
+        for i in range(self.frozen_stages):
+            frozen.append(self.layers[i])
+        frozen += [
+            peg for pos, peg in self.pegs.items()
+            if int(pos) < self.frozen_stages
+        ]
+        if self.frozen_stages >= self.num_layers:
+            frozen.append(self.norm)
+        for m in frozen:
+            m.eval()
+            m.requires_grad_(False)
+        if self.with_cls_token:
+            self.cls_token.requires_grad_(False)
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self._freeze_stages()
+        return self
+
+    @torch.jit.ignore
+    def no_weight_decay(self):
+        return {'cls_token', 'pos_embed.pos_embed'}
+
+    def _format_output(self, x: torch.Tensor, hw_shape) -> torch.Tensor:
+        n = self.num_extra_tokens
+        if self.out_type == 'cls_token':
+            return x[:, 0]
+        if self.out_type == 'avg_featmap':
+            return x[:, n:].mean(dim=1)
+        B, _, C = x.shape
+        # (B, H*W, C) -> (B, C, H, W)
+        return x[:, n:].transpose(1, 2).reshape(B, C, *hw_shape)
+
+    def forward(self, x: torch.Tensor) -> tuple:
+        B = x.shape[0]
+        x, hw_shape = self.patch_embed(x)  # (B, H*W, C)
+        if self.with_cls_token:
+            x = torch.cat((self.cls_token.expand(B, -1, -1), x), dim=1)
+        if self.pos_embed is not None:
+            x = self.pos_embed(x, hw_shape)
+        x = self.drop_after_pos(x)
+        if '-1' in self.pegs:
+            x = self.pegs['-1'](x, hw_shape)
+
+        outs = []
+        for i, layer in enumerate(self.layers):
+            if self.with_cp and self.training and x.requires_grad:
+                x = cp.checkpoint(layer, x, use_reentrant=False)
+            else:
+                x = layer(x)
+            if str(i) in self.pegs:
+                x = self.pegs[str(i)](x, hw_shape)
+            if i == self.num_layers - 1:
+                x = self.norm(x)
+            if i in self.out_indices:
+                outs.append(self._format_output(x, hw_shape))
+        return tuple(outs)

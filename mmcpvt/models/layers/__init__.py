@@ -1,0 +1,10 @@
+from .attention import Attention
+from .block import TransformerBlock
+from .peg import ConditionalPositionEncoding
+from .pos_embed import (LearnedPositionEmbedding, SinCos2dPositionEmbedding,
+                        sincos_2d)
+
+__all__ = [
+    'Attention', 'TransformerBlock', 'ConditionalPositionEncoding',
+    'LearnedPositionEmbedding', 'SinCos2dPositionEmbedding', 'sincos_2d'
+]

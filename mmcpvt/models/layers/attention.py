@@ -1,0 +1,110 @@
+"""Multi-head self-attention shared by every mmcpvt backbone."""
+from typing import Optional, Sequence
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from mmcv.cnn import build_norm_layer
+from mmengine.model import BaseModule
+
+
+class Attention(BaseModule):
+    """Multi-head self-attention, optionally with PVT's spatial reduction.
+
+    Written here rather than taken from mmcv (``MultiheadAttention`` wraps
+    ``nn.MultiheadAttention``, which returns the attention weights by
+    default and so never takes the fused kernel): the fused path is
+    ``F.scaled_dot_product_attention``; the explicit softmax path is kept for
+    when attention maps are wanted (``return_attn``).
+
+    Args:
+        embed_dims (int): Embedding dimension.
+        num_heads (int): Number of heads.
+        qkv_bias (bool): Bias in the q/k/v projections. Defaults to True.
+        attn_drop (float): Dropout on the attention weights. Defaults to 0.
+        proj_drop (float): Dropout after the output projection.
+            Defaults to 0.
+        sr_ratio (int): Spatial-reduction ratio of keys and values (PVT).
+            With 1 there is no reduction and q, k, v come from one ``qkv``
+            projection; with r > 1, ``q`` and ``kv`` are separate and keys
+            and values are computed on the map reduced by an r x r, stride r
+            convolution followed by a norm. Defaults to 1.
+        norm_cfg (dict): Norm after the spatial reduction.
+            Defaults to ``dict(type='LN')``.
+        fused_attn (bool): Use ``F.scaled_dot_product_attention``.
+            Defaults to True.
+        init_cfg (dict, optional): Initialization config. Defaults to None.
+    """
+
+    def __init__(self,
+                 embed_dims: int,
+                 num_heads: int,
+                 qkv_bias: bool = True,
+                 attn_drop: float = 0.,
+                 proj_drop: float = 0.,
+                 sr_ratio: int = 1,
+                 norm_cfg: dict = dict(type='LN'),
+                 fused_attn: bool = True,
+                 init_cfg: Optional[dict] = None):
+        super().__init__(init_cfg=init_cfg)
+        if embed_dims % num_heads != 0:
+            raise ValueError(f'embed_dims ({embed_dims}) must be divisible '
+                             f'by num_heads ({num_heads})')
+        self.embed_dims = embed_dims
+        self.num_heads = num_heads
+        self.head_dims = embed_dims // num_heads
+        self.scale = self.head_dims**-0.5
+        self.attn_drop = attn_drop
+        self.sr_ratio = sr_ratio
+        self.fused_attn = fused_attn
+
+        if sr_ratio > 1:
+            self.q = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
+            self.kv = nn.Linear(embed_dims, embed_dims * 2, bias=qkv_bias)
+            self.sr = nn.Conv2d(
+                embed_dims, embed_dims, kernel_size=sr_ratio, stride=sr_ratio)
+            self.norm = build_norm_layer(norm_cfg, embed_dims)[1]
+        else:
+            self.qkv = nn.Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
+        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def _split_heads(self, x: torch.Tensor, num: int) -> torch.Tensor:
+        # (B, N, num * C) -> (num, B, heads, N, head_dims)
+        B, N, _ = x.shape
+        return x.reshape(B, N, num, self.num_heads,
+                         self.head_dims).permute(2, 0, 3, 1, 4)
+
+    def forward(self,
+                x: torch.Tensor,
+                hw_shape: Optional[Sequence[int]] = None,
+                return_attn: bool = False):
+        """Attend over the tokens x (B, N, C).
+
+        ``hw_shape`` (H, W) is needed only with spatial reduction, where the
+        N tokens must be exactly an H x W map. With ``return_attn``, returns
+        ``(out, attn)`` with ``attn`` of shape (B, heads, N, N_kv).
+        """
+        B, N, C = x.shape
+        if self.sr_ratio > 1:
+            H, W = hw_shape
+            q = self._split_heads(self.q(x), 1)[0]
+            # (B, N, C) -> (B, C, H, W) -> reduced (B, N', C)
+            x_ = x.transpose(1, 2).reshape(B, C, H, W)
+            x_ = self.norm(self.sr(x_).flatten(2).transpose(1, 2))
+            k, v = self._split_heads(self.kv(x_), 2).unbind(0)
+        else:
+            q, k, v = self._split_heads(self.qkv(x), 3).unbind(0)
+
+        if self.fused_attn and not return_attn:
+            x = F.scaled_dot_product_attention(
+                q, k, v, dropout_p=self.attn_drop if self.training else 0.)
+            attn = None
+        else:
+            attn = (q * self.scale) @ k.transpose(-2, -1)
+            attn = attn.softmax(dim=-1)
+            x = F.dropout(attn, self.attn_drop, self.training) @ v
+        # (B, heads, N, head_dims) -> (B, N, C)
+        x = x.transpose(1, 2).reshape(B, N, C)
+        x = self.proj_drop(self.proj(x))
+        return (x, attn) if return_attn else x

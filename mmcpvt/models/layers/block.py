@@ -1,0 +1,72 @@
+"""The pre-norm transformer block shared by CPVT and PVTPEG."""
+from typing import Optional, Sequence
+
+import torch
+from mmcv.cnn import build_norm_layer
+from mmcv.cnn.bricks.drop import DropPath
+from mmcv.cnn.bricks.transformer import FFN
+from mmengine.model import BaseModule
+
+from .attention import Attention
+
+
+class TransformerBlock(BaseModule):
+    """``x + attn(ln1(x))`` then ``x + ffn(ln2(x))``, with drop path.
+
+    Parameter names follow mmpretrain's ``TransformerEncoderLayer``
+    (``ln1``, ``attn.qkv``, ``attn.proj``, ``ln2``, ``ffn.layers``).
+
+    Args:
+        embed_dims (int): Embedding dimension.
+        num_heads (int): Number of attention heads.
+        feedforward_channels (int): Hidden size of the FFN.
+        drop_rate (float): Dropout after attention and FFN projections.
+            Defaults to 0.
+        attn_drop_rate (float): Dropout on attention weights. Defaults to 0.
+        drop_path_rate (float): Stochastic depth rate. Defaults to 0.
+        qkv_bias (bool): Bias in q/k/v projections. Defaults to True.
+        sr_ratio (int): Spatial-reduction ratio (PVT). Defaults to 1.
+        act_cfg (dict): FFN activation. Defaults to ``dict(type='GELU')``.
+        norm_cfg (dict): Norm layers. Defaults to ``dict(type='LN')``.
+        init_cfg (dict, optional): Initialization config. Defaults to None.
+    """
+
+    def __init__(self,
+                 embed_dims: int,
+                 num_heads: int,
+                 feedforward_channels: int,
+                 drop_rate: float = 0.,
+                 attn_drop_rate: float = 0.,
+                 drop_path_rate: float = 0.,
+                 qkv_bias: bool = True,
+                 sr_ratio: int = 1,
+                 act_cfg: dict = dict(type='GELU'),
+                 norm_cfg: dict = dict(type='LN'),
+                 init_cfg: Optional[dict] = None):
+        super().__init__(init_cfg=init_cfg)
+        self.ln1 = build_norm_layer(norm_cfg, embed_dims)[1]
+        self.attn = Attention(
+            embed_dims,
+            num_heads,
+            qkv_bias=qkv_bias,
+            attn_drop=attn_drop_rate,
+            proj_drop=drop_rate,
+            sr_ratio=sr_ratio,
+            norm_cfg=norm_cfg)
+        self.ln2 = build_norm_layer(norm_cfg, embed_dims)[1]
+        self.ffn = FFN(
+            embed_dims=embed_dims,
+            feedforward_channels=feedforward_channels,
+            num_fcs=2,
+            ffn_drop=drop_rate,
+            act_cfg=act_cfg,
+            add_identity=False)
+        self.drop_path = DropPath(
+            drop_path_rate) if drop_path_rate > 0. else torch.nn.Identity()
+
+    def forward(self,
+                x: torch.Tensor,
+                hw_shape: Optional[Sequence[int]] = None) -> torch.Tensor:
+        x = x + self.drop_path(self.attn(self.ln1(x), hw_shape))
+        x = x + self.drop_path(self.ffn(self.ln2(x)))
+        return x

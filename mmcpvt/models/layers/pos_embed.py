@@ -1,0 +1,98 @@
+"""Absolute position embeddings: the baselines CPVT is compared against."""
+from typing import Sequence, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from mmengine.model.weight_init import trunc_normal_
+
+
+class LearnedPositionEmbedding(nn.Module):
+    """DeiT's learned position table, resized bicubically for other sizes.
+
+    Args:
+        embed_dims (int): Embedding dimension.
+        grid_size (tuple[int]): (H, W) token grid the table is learned for.
+        num_extra_tokens (int): Leading tokens (class token) with an entry
+            of their own. Defaults to 1.
+    """
+
+    def __init__(self, embed_dims: int, grid_size: Tuple[int, int],
+                 num_extra_tokens: int = 1):
+        super().__init__()
+        self.grid_size = tuple(grid_size)
+        self.num_extra_tokens = num_extra_tokens
+        self.pos_embed = nn.Parameter(
+            torch.zeros(1, num_extra_tokens + grid_size[0] * grid_size[1],
+                        embed_dims))
+        trunc_normal_(self.pos_embed, std=.02)
+
+    def resized(self, hw_shape: Sequence[int]) -> torch.Tensor:
+        """The table for an (H, W) grid: (1, extra + H*W, C)."""
+        if tuple(hw_shape) == self.grid_size:
+            return self.pos_embed
+        n = self.num_extra_tokens
+        extra, table = self.pos_embed[:, :n], self.pos_embed[:, n:]
+        C = table.shape[-1]
+        # (1, h*w, C) -> (1, C, h, w)
+        table = table.reshape(1, *self.grid_size, C).permute(0, 3, 1, 2)
+        # bicubic needs float32
+        table = F.interpolate(
+            table.float(), size=tuple(hw_shape), mode='bicubic',
+            align_corners=False).to(extra.dtype)
+        # (1, C, H, W) -> (1, H*W, C)
+        table = table.flatten(2).transpose(1, 2)
+        return torch.cat((extra, table), dim=1)
+
+    def forward(self, x: torch.Tensor, hw_shape: Sequence[int]):
+        return x + self.resized(hw_shape)
+
+
+def _check_sincos_dims(embed_dims: int):
+    if embed_dims % 4 != 0:
+        raise ValueError(
+            f'sincos2d position embedding needs embed_dims divisible by 4, '
+            f'got {embed_dims}')
+
+
+def sincos_2d(hw_shape: Sequence[int], embed_dims: int,
+              temperature: float = 10000.) -> torch.Tensor:
+    """2-D sine-cosine table (H*W, C): a quarter of the channels each for
+    sin(y), cos(y), sin(x), cos(x) (MoCo v3 / MAE layout)."""
+    _check_sincos_dims(embed_dims)
+    H, W = hw_shape
+    y, x = torch.meshgrid(
+        torch.arange(H, dtype=torch.float32),
+        torch.arange(W, dtype=torch.float32),
+        indexing='ij')
+    dim = embed_dims // 4
+    omega = 1. / temperature**(torch.arange(dim, dtype=torch.float32) / dim)
+    y = y.flatten()[:, None] * omega[None]  # (H*W, C/4)
+    x = x.flatten()[:, None] * omega[None]
+    return torch.cat((y.sin(), y.cos(), x.sin(), x.cos()), dim=1)
+
+
+class SinCos2dPositionEmbedding(nn.Module):
+    """Fixed 2-D sine-cosine embedding, computed for the actual grid.
+
+    Extra (class) tokens get no encoding. Tables are cached per grid size.
+
+    Args:
+        embed_dims (int): Embedding dimension (a multiple of 4).
+        num_extra_tokens (int): Leading tokens left unchanged. Defaults to 1.
+    """
+
+    def __init__(self, embed_dims: int, num_extra_tokens: int = 1):
+        super().__init__()
+        _check_sincos_dims(embed_dims)
+        self.embed_dims = embed_dims
+        self.num_extra_tokens = num_extra_tokens
+        self._cache = {}
+
+    def forward(self, x: torch.Tensor, hw_shape: Sequence[int]):
+        key = (tuple(hw_shape), x.device, x.dtype)
+        if key not in self._cache:
+            self._cache[key] = sincos_2d(hw_shape, self.embed_dims).to(
+                device=x.device, dtype=x.dtype)
+        n = self.num_extra_tokens
+        return torch.cat((x[:, :n], x[:, n:] + self._cache[key]), dim=1)

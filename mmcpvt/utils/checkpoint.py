@@ -6,7 +6,14 @@ a few such objects (the message hub's ``HistoryBuffer``, numpy arrays, numpy
 scalars and dtypes), so ``--resume`` and ``load_from`` fail with "Unsupported
 global". Rather than turning ``weights_only`` off (arbitrary code execution
 from a checkpoint), the exact types mmengine writes are allow-listed.
+
+``HistoryBuffer`` pickles its statistics methods as ``getattr(HistoryBuffer,
+'mean')``. Allow-listing the builtin ``getattr`` would let a checkpoint reach
+any attribute of any allowed object, so the name ``builtins.getattr`` is bound
+to :func:`_history_buffer_getattr`, which resolves only those methods.
 """
+import pickle
+
 import numpy as np
 import torch
 
@@ -23,10 +30,22 @@ def _numpy_globals():
     return found
 
 
+def _history_buffer_getattr(obj, name):
+    """``getattr`` restricted to HistoryBuffer's registered statistics."""
+    from mmengine.logging import HistoryBuffer
+    if obj is HistoryBuffer and name in HistoryBuffer._statistics_methods:
+        return getattr(obj, name)
+    raise pickle.UnpicklingError(
+        f'checkpoint asks for getattr({obj!r}, {name!r}); only '
+        f'HistoryBuffer statistics methods are allowed')
+
+
 def checkpoint_safe_globals():
     """All globals that mmengine checkpoints need, beyond torch's defaults."""
     from mmengine.logging import HistoryBuffer
-    return [HistoryBuffer] + _numpy_globals()
+    HistoryBuffer()  # registers the default statistics methods
+    return [HistoryBuffer, (_history_buffer_getattr, 'builtins.getattr')
+            ] + _numpy_globals()
 
 
 def register_checkpoint_safe_globals():

@@ -1,0 +1,54 @@
+"""Generic checks that run over every registered backbone."""
+import pytest
+import torch
+
+import mmcpvt  # noqa: F401
+from mmcpvt.registry import MODELS
+
+# A small configuration per registered backbone. A new backbone without an
+# entry here fails `test_every_backbone_is_covered`.
+SMALL = {
+    'CPVT': [
+        dict(arch=dict(embed_dims=32, num_layers=3, num_heads=2,
+                       feedforward_channels=64), peg_positions=(0, 1)),
+        dict(arch=dict(embed_dims=32, num_layers=3, num_heads=2,
+                       feedforward_channels=64), out_type='avg_featmap',
+             pos_embed='learned', peg_positions=(-1, ),
+             peg_cfg=dict(num_layers=2, norm_cfg=dict(type='BN'),
+                          act_cfg=dict(type='ReLU'))),
+    ],
+}
+BACKBONES = [(name, cfg) for name, cfgs in SMALL.items() for cfg in cfgs]
+NON_BACKBONES = {'ConditionalPositionEncoding'}
+
+
+def test_every_backbone_is_covered():
+    registered = set(MODELS.module_dict) - NON_BACKBONES
+    assert registered == set(SMALL)
+
+
+@pytest.mark.parametrize('name, cfg', BACKBONES)
+def test_forward_backward_reaches_every_parameter(name, cfg):
+    model = MODELS.build(dict(type=name, **cfg))
+    model.init_weights()
+    model.train()
+    outs = model(torch.randn(2, 3, 61, 83))
+    loss = sum(o.float().mean() for o in outs)
+    assert torch.isfinite(loss)
+    loss.backward()
+    missing = [n for n, p in model.named_parameters()
+               if p.requires_grad and (p.grad is None)]
+    assert not missing, f'no gradient reaches {missing}'
+
+
+@pytest.mark.parametrize('name, cfg', BACKBONES)
+@pytest.mark.parametrize('scope', ['mmpretrain', 'mmdet', 'mmseg'])
+def test_found_from_every_downstream_scope(name, cfg, scope):
+    import importlib
+
+    from mmengine.registry import DefaultScope
+    registry = importlib.import_module(f'{scope}.registry').MODELS
+    with DefaultScope.overwrite_default_scope(scope):
+        for type_name in (name, f'mmcpvt.{name}'):
+            model = registry.build(dict(type=type_name, **cfg))
+            assert type(model) is MODELS.get(name)

@@ -1,0 +1,99 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mmcpvt.models.layers import ConditionalPositionEncoding as PEG
+
+
+def n_params(m):
+    return sum(p.numel() for p in m.parameters())
+
+
+def test_default_peg_is_depthwise_3x3_zero_padded_plus_identity():
+    C, H, W = 8, 5, 7
+    peg = PEG(C, C)
+    assert n_params(peg) == 9 * C + C  # the paper's "9C weights + C bias"
+    x = torch.randn(2, H * W, C)
+    out = peg(x, (H, W))
+    conv = peg.proj[0]
+    feat = x.transpose(1, 2).reshape(2, C, H, W)
+    ref = F.conv2d(feat, conv.weight, conv.bias, padding=1, groups=C) + feat
+    torch.testing.assert_close(out, ref.flatten(2).transpose(1, 2))
+
+
+def test_class_token_bypasses_peg():
+    C, H, W = 4, 3, 3
+    peg = PEG(C, C)
+    x = torch.randn(2, 1 + H * W, C)
+    out = peg(x, (H, W))
+    assert torch.equal(out[:, 0], x[:, 0])
+    torch.testing.assert_close(out[:, 1:], peg(x[:, 1:], (H, W)))
+
+
+def test_zero_padding_reveals_absolute_position():
+    """A constant map stays constant under circular padding but not under
+    zero padding: the zeros are what tell border tokens where they are."""
+    C, H, W = 4, 6, 6
+    x = torch.ones(1, H * W, C)
+    with torch.no_grad():
+        zero = PEG(C, C)(x, (H, W)).reshape(H, W, C)
+        circ = PEG(C, C, padding_mode='circular')(x, (H, W)).reshape(H, W, C)
+    assert not torch.allclose(zero[0, 0], zero[3, 3])
+    assert torch.allclose(circ, circ[3, 3].expand_as(circ))
+
+
+@pytest.mark.parametrize('k', [3, 7, 27])
+def test_kernel_sizes_keep_token_count(k):
+    C = 4
+    peg = PEG(C, C, kernel_size=k)
+    assert n_params(peg) == k * k * C + C
+    assert peg(torch.randn(2, 1 + 10 * 3, C), (10, 3)).shape == (2, 31, C)
+
+
+def test_dense_and_stacked_variants():
+    C = 6
+    dense = PEG(C, C, depthwise=False)
+    assert n_params(dense) == 9 * C * C + C
+    stacked = PEG(C, C, num_layers=4, norm_cfg=dict(type='BN'),
+                  act_cfg=dict(type='ReLU'))
+    types = [type(m).__name__ for m in stacked.proj]
+    assert types == ['Conv2d', 'BatchNorm2d', 'ReLU'] * 4
+    assert stacked.proj[0].bias is None  # BN follows: no conv bias
+    assert stacked(torch.randn(2, 12, C), (3, 4)).shape == (2, 12, C)
+
+
+def test_frozen_peg_has_no_trainable_parameters_and_keeps_bn_stats():
+    C = 4
+    peg = PEG(C, C, frozen=True, num_layers=2, norm_cfg=dict(type='BN'))
+    assert all(not p.requires_grad for p in peg.parameters())
+    peg.train()
+    assert not peg.proj[1].training
+    before = peg.proj[1].running_mean.clone()
+    peg(torch.randn(2, 9, C) * 5 + 3, (3, 3))
+    assert torch.equal(before, peg.proj[1].running_mean)
+
+
+def test_strided_peg_has_no_identity():
+    peg = PEG(4, 8, stride=2, depthwise=False)
+    assert not peg.with_identity
+    assert peg(torch.randn(1, 36, 4), (6, 6)).shape == (1, 9, 8)
+
+
+@pytest.mark.parametrize('kwargs, match', [
+    (dict(kernel_size=4), 'odd'),
+    (dict(padding_mode='none'), 'padding_mode'),
+    (dict(num_layers=0), 'num_layers'),
+])
+def test_bad_arguments_are_explained(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        PEG(4, 4, **kwargs)
+
+
+def test_depthwise_needs_equal_channels():
+    with pytest.raises(ValueError, match='depthwise=False'):
+        PEG(4, 8)
+
+
+def test_token_count_mismatch_is_explained():
+    with pytest.raises(ValueError, match='3x3'):
+        PEG(4, 4)(torch.randn(1, 5, 4), (3, 3))

@@ -1,3 +1,5 @@
 from .cpvt import CPVT
+from .pvt_peg import PVTPEG
+from .swin_peg import SwinPEG
 
-__all__ = ['CPVT']
+__all__ = ['CPVT', 'PVTPEG', 'SwinPEG']

@@ -78,11 +78,14 @@ class Attention(BaseModule):
     def forward(self,
                 x: torch.Tensor,
                 hw_shape: Optional[Sequence[int]] = None,
+                attn_bias: Optional[torch.Tensor] = None,
                 return_attn: bool = False):
         """Attend over the tokens x (B, N, C).
 
         ``hw_shape`` (H, W) is needed only with spatial reduction, where the
-        N tokens must be exactly an H x W map. With ``return_attn``, returns
+        N tokens must be exactly an H x W map. ``attn_bias`` is added to the
+        attention logits (broadcast to (B, heads, N, N_kv)): Swin's relative
+        position bias and shift mask. With ``return_attn``, returns
         ``(out, attn)`` with ``attn`` of shape (B, heads, N, N_kv).
         """
         B, N, C = x.shape
@@ -98,10 +101,13 @@ class Attention(BaseModule):
 
         if self.fused_attn and not return_attn:
             x = F.scaled_dot_product_attention(
-                q, k, v, dropout_p=self.attn_drop if self.training else 0.)
+                q, k, v, attn_mask=attn_bias,
+                dropout_p=self.attn_drop if self.training else 0.)
             attn = None
         else:
             attn = (q * self.scale) @ k.transpose(-2, -1)
+            if attn_bias is not None:
+                attn = attn + attn_bias
             attn = attn.softmax(dim=-1)
             x = F.dropout(attn, self.attn_drop, self.training) @ v
         # (B, heads, N, head_dims) -> (B, N, C)

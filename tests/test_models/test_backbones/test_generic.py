@@ -17,6 +17,24 @@ SMALL = {
              peg_cfg=dict(num_layers=2, norm_cfg=dict(type='BN'),
                           act_cfg=dict(type='ReLU'))),
     ],
+    'PVTPEG': [
+        dict(arch=dict(embed_dims=[8, 16, 24, 32], num_heads=[1, 2, 3, 4],
+                       mlp_ratios=[2, 2, 2, 2], depths=[1, 2, 1, 1],
+                       sr_ratios=[8, 4, 2, 1])),
+        dict(arch='tiny', out_type='avg_featmap',
+             peg_positions=((-1, 1), (), 0, 1), with_cp=True),
+        dict(arch=dict(embed_dims=[8, 16, 24, 32], num_heads=[1, 2, 3, 4],
+                       mlp_ratios=[2, 2, 2, 2], depths=[1, 1, 1, 1],
+                       sr_ratios=[8, 4, 2, 1]), out_type='cls_token',
+             pos_embed='learned', peg_positions=((), (), (), ())),
+    ],
+    'SwinPEG': [
+        dict(arch=dict(embed_dims=8, depths=[2, 2, 2, 2],
+                       num_heads=[1, 2, 2, 4])),
+        dict(arch=dict(embed_dims=8, depths=[2, 2, 3, 1],
+                       num_heads=[1, 2, 2, 4]), out_type='avg_featmap',
+             peg_positions=(-1, (0, 1), (), 0), with_cp=True),
+    ],
 }
 BACKBONES = [(name, cfg) for name, cfgs in SMALL.items() for cfg in cfgs]
 NON_BACKBONES = {'ConditionalPositionEncoding'}

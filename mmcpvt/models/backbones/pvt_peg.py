@@ -1,0 +1,292 @@
+"""PVTPEG: Pyramid Vision Transformer (v1) with conditional position
+encodings (the paper's PVT+PEG+GAP, Sec. 4.4 and Appendix A.6).
+
+Conditional Positional Encodings for Vision Transformers, Chu et al.,
+ICLR 2023 (https://arxiv.org/abs/2102.10882); PVT: Wang et al., ICCV 2021
+(https://arxiv.org/abs/2102.12122).
+"""
+from typing import Optional, Sequence, Union
+
+import torch
+import torch.nn as nn
+import torch.utils.checkpoint as cp
+from mmcv.cnn import build_norm_layer
+from mmcv.cnn.bricks.transformer import PatchEmbed
+from mmengine.model import BaseModule
+from mmengine.model.weight_init import trunc_normal_
+from mmengine.utils import to_2tuple
+from torch.nn.modules.batchnorm import _BatchNorm
+
+from mmcpvt.registry import register_model
+from ..layers import (ConditionalPositionEncoding, LearnedPositionEmbedding,
+                      TransformerBlock)
+from .utils import check_choice, is_pretrained_init, resolve_arch
+
+
+@register_model
+class PVTPEG(BaseModule):
+    """PVT v1 with a PEG after the first block of every stage.
+
+    Four stages of spatial-reduction transformer blocks at strides 4, 8, 16
+    and 32. The learned position tables of PVT are removed; a PEG follows the
+    configured block(s) of each stage. Every patch embedding pads the
+    bottom/right to a multiple of its stride, so any input size works and the
+    stage ``i`` map is ``ceil(H / 2**(i+2))`` high.
+
+    Args:
+        arch (str | dict): 'tiny' / 'small' / 'medium' / 'large' (or 't' /
+            's' / 'm' / 'l'), or a dict with keys ``embed_dims``,
+            ``num_heads``, ``mlp_ratios``, ``depths``, ``sr_ratios`` (one
+            entry per stage). Defaults to 'tiny'.
+        in_channels (int): Input channels. Defaults to 3.
+        patch_sizes (Sequence[int]): Patch size (= stride) of each stage's
+            patch embedding. Defaults to (4, 2, 2, 2).
+        peg_positions (Sequence): Per stage, the block(s) after which a PEG
+            goes: an int, a tuple of ints (-1 = before the first block), or
+            ``()`` for none. Defaults to ``(0, 0, 0, 0)``.
+        peg_cfg (dict, optional): Extra arguments of every
+            :class:`ConditionalPositionEncoding`. Defaults to None.
+        pos_embed (str): 'none' or 'learned' (PVT's per-stage tables, resized
+            bicubically when the input size changes; the baseline).
+            Defaults to 'none'.
+        img_size (int | tuple): Input size the learned tables are made for.
+            Defaults to 224.
+        out_type (str): 'avg_featmap' (global average pooling of the last
+            stage: PVT+PEG+GAP), 'cls_token' (PVT's class token, added in the
+            last stage) or 'featmap' (NCHW maps of ``out_indices``, for
+            detection and segmentation). Defaults to 'featmap'.
+        out_indices (Sequence[int]): Stages whose outputs are returned when
+            ``out_type='featmap'``. Defaults to (0, 1, 2, 3).
+        qkv_bias (bool): Bias in q/k/v. Defaults to True.
+        drop_rate (float): Dropout rate. Defaults to 0.
+        attn_drop_rate (float): Attention dropout rate. Defaults to 0.
+        drop_path_rate (float): Stochastic depth, linearly increasing over
+            all blocks. Defaults to 0.1.
+        norm_cfg (dict): Norm layers. Defaults to ``dict(type='LN')``.
+        norm_after_stage (bool): A norm at the end of every stage; without,
+            only the last stage is normed (PVT / Twins classification).
+            Defaults to False.
+        frozen_stages (int): Number of leading stages (each with its patch
+            embedding) to freeze; -1 or 0 freezes nothing. Defaults to -1.
+        norm_eval (bool): Keep BatchNorm layers (stacked-PEG variants) in
+            eval mode during training. Defaults to False.
+        with_cp (bool): Gradient checkpointing of the blocks.
+            Defaults to False.
+        init_cfg (dict | list[dict], optional): Initialization config, e.g.
+            ``dict(type='Pretrained', checkpoint=..., prefix='backbone.')``.
+    """
+    arch_zoo = {
+        **dict.fromkeys(['t', 'tiny'], {'depths': [2, 2, 2, 2]}),
+        **dict.fromkeys(['s', 'small'], {'depths': [3, 4, 6, 3]}),
+        **dict.fromkeys(['m', 'medium'], {'depths': [3, 4, 18, 3]}),
+        **dict.fromkeys(['l', 'large'], {'depths': [3, 8, 27, 3]}),
+    }
+    for _settings in arch_zoo.values():
+        _settings.update(
+            embed_dims=[64, 128, 320, 512],
+            num_heads=[1, 2, 5, 8],
+            mlp_ratios=[8, 8, 4, 4],
+            sr_ratios=[8, 4, 2, 1])
+    del _settings
+    OUT_TYPES = ('featmap', 'avg_featmap', 'cls_token')
+    POS_EMBEDS = ('none', 'learned')
+
+    def __init__(self,
+                 arch: Union[str, dict] = 'tiny',
+                 in_channels: int = 3,
+                 patch_sizes: Sequence[int] = (4, 2, 2, 2),
+                 peg_positions: Sequence = (0, 0, 0, 0),
+                 peg_cfg: Optional[dict] = None,
+                 pos_embed: str = 'none',
+                 img_size: Union[int, Sequence[int]] = 224,
+                 out_type: str = 'featmap',
+                 out_indices: Sequence[int] = (0, 1, 2, 3),
+                 qkv_bias: bool = True,
+                 drop_rate: float = 0.,
+                 attn_drop_rate: float = 0.,
+                 drop_path_rate: float = 0.1,
+                 norm_cfg: dict = dict(type='LN', eps=1e-6),
+                 norm_after_stage: bool = False,
+                 frozen_stages: int = -1,
+                 norm_eval: bool = False,
+                 with_cp: bool = False,
+                 init_cfg: Optional[Union[dict, list]] = [
+                     dict(type='TruncNormal', layer='Linear', std=.02),
+                     dict(type='Constant', layer='LayerNorm', val=1.,
+                          bias=0.),
+                     dict(type='Kaiming', layer='Conv2d', mode='fan_out',
+                          nonlinearity='relu', distribution='normal')
+                 ]):
+        super().__init__(init_cfg=init_cfg)
+        essential = ('embed_dims', 'num_heads', 'mlp_ratios', 'depths',
+                     'sr_ratios')
+        self.arch_settings = resolve_arch(arch, self.arch_zoo, essential,
+                                          'PVTPEG')
+        s = self.arch_settings
+        self.num_stages = len(s['depths'])
+        for key in essential:
+            if len(s[key]) != self.num_stages:
+                raise ValueError(
+                    f'PVTPEG: arch {key} has {len(s[key])} entries but '
+                    f'depths has {self.num_stages}; give one per stage')
+        if len(patch_sizes) != self.num_stages:
+            raise ValueError(f'PVTPEG: patch_sizes needs {self.num_stages} '
+                             f'entries, got {tuple(patch_sizes)}')
+        check_choice('out_type', out_type, self.OUT_TYPES, 'PVTPEG')
+        check_choice('pos_embed', pos_embed, self.POS_EMBEDS, 'PVTPEG')
+        self.embed_dims = s['embed_dims']
+        self.out_type = out_type
+        self.out_indices = self._check_out_indices(out_indices)
+        self.peg_positions = self._check_peg_positions(peg_positions)
+        self.frozen_stages = frozen_stages
+        self.norm_eval = norm_eval
+        self.with_cp = with_cp
+        self.with_cls_token = out_type == 'cls_token'
+        if self.with_cls_token and s['sr_ratios'][-1] != 1:
+            raise ValueError('PVTPEG: a class token needs sr_ratio 1 in the '
+                             'last stage')
+
+        img_size = to_2tuple(img_size)
+        dpr = torch.linspace(0, drop_path_rate, sum(s['depths'])).tolist()
+        self.patch_embeds = nn.ModuleList()
+        self.pos_embeds = nn.ModuleList() if pos_embed == 'learned' else None
+        self.pos_drops = nn.ModuleList()
+        self.stages = nn.ModuleList()
+        self.pegs = nn.ModuleList()
+        self.norms = nn.ModuleList()
+        peg_cfg = dict(peg_cfg or {})
+        in_dims, stride, cur = in_channels, 1, 0
+        for i in range(self.num_stages):
+            dims = self.embed_dims[i]
+            stride *= patch_sizes[i]
+            last = i == self.num_stages - 1
+            self.patch_embeds.append(
+                PatchEmbed(
+                    in_channels=in_dims,
+                    embed_dims=dims,
+                    conv_type='Conv2d',
+                    kernel_size=patch_sizes[i],
+                    stride=patch_sizes[i],
+                    padding='corner',
+                    norm_cfg=norm_cfg))
+            if self.pos_embeds is not None:
+                grid = tuple(-(-x // stride) for x in img_size)
+                self.pos_embeds.append(
+                    LearnedPositionEmbedding(
+                        dims, grid, int(last and self.with_cls_token)))
+            self.pos_drops.append(nn.Dropout(drop_rate))
+            self.stages.append(
+                nn.ModuleList([
+                    TransformerBlock(
+                        embed_dims=dims,
+                        num_heads=s['num_heads'][i],
+                        feedforward_channels=dims * s['mlp_ratios'][i],
+                        drop_rate=drop_rate,
+                        attn_drop_rate=attn_drop_rate,
+                        drop_path_rate=dpr[cur + j],
+                        qkv_bias=qkv_bias,
+                        sr_ratio=s['sr_ratios'][i],
+                        norm_cfg=norm_cfg) for j in range(s['depths'][i])
+                ]))
+            # ModuleDict keys are positions: 'pegs.1.0' follows block 0 of
+            # stage 1.
+            self.pegs.append(
+                nn.ModuleDict({
+                    str(p): ConditionalPositionEncoding(dims, dims, **peg_cfg)
+                    for p in self.peg_positions[i]
+                }))
+            self.norms.append(
+                build_norm_layer(norm_cfg, dims)[1]
+                if norm_after_stage or last else nn.Identity())
+            in_dims, cur = dims, cur + s['depths'][i]
+        if self.with_cls_token:
+            self.cls_token = nn.Parameter(torch.zeros(1, 1, dims))
+        self._freeze_stages()
+
+    def _check_peg_positions(self, positions) -> list:
+        if len(positions) != self.num_stages:
+            raise ValueError(
+                f'PVTPEG: peg_positions needs one entry per stage '
+                f'({self.num_stages}), got {positions!r}; use () for a '
+                f'stage without PEG')
+        checked = []
+        for i, pos in enumerate(positions):
+            pos = (pos, ) if isinstance(pos, int) else tuple(pos)
+            depth = self.arch_settings['depths'][i]
+            bad = [p for p in pos if not -1 <= p < depth]
+            if bad:
+                raise ValueError(
+                    f'PVTPEG: peg_positions {bad} of stage {i} out of range; '
+                    f'allowed are -1 (before the first block) to '
+                    f'{depth - 1} (after its last block)')
+            checked.append(tuple(sorted(set(pos))))
+        return checked
+
+    def _check_out_indices(self, out_indices) -> tuple:
+        if isinstance(out_indices, int):
+            out_indices = (out_indices, )
+        bad = [i for i in out_indices if not 0 <= i < self.num_stages]
+        if bad:
+            raise ValueError(f'PVTPEG: out_indices {bad} out of range; '
+                             f'stages are 0 to {self.num_stages - 1}')
+        return tuple(sorted(set(out_indices)))
+
+    def init_weights(self):
+        super().init_weights()
+        if is_pretrained_init(self.init_cfg):
+            return
+        if self.with_cls_token:
+            trunc_normal_(self.cls_token, std=.02)
+
+    def _freeze_stages(self):
+        for i in range(min(self.frozen_stages, self.num_stages)):
+            frozen = [self.patch_embeds[i], self.stages[i], self.pegs[i],
+                      self.norms[i]]
+            if self.pos_embeds is not None:
+                frozen.append(self.pos_embeds[i])
+            for m in frozen:
+                m.eval()
+                m.requires_grad_(False)
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self._freeze_stages()
+        if mode and self.norm_eval:
+            for m in self.modules():
+                if isinstance(m, _BatchNorm):
+                    m.eval()
+        return self
+
+    @torch.jit.ignore
+    def no_weight_decay(self):
+        return {'cls_token', 'pos_embed'}
+
+    def forward(self, x: torch.Tensor) -> tuple:
+        outs = []
+        B = x.shape[0]
+        for i in range(self.num_stages):
+            x, hw_shape = self.patch_embeds[i](x)  # (B, H*W, C)
+            if self.with_cls_token and i == self.num_stages - 1:
+                x = torch.cat((self.cls_token.expand(B, -1, -1), x), dim=1)
+            if self.pos_embeds is not None:
+                x = self.pos_embeds[i](x, hw_shape)
+            x = self.pos_drops[i](x)
+            pegs = self.pegs[i]
+            if '-1' in pegs:
+                x = pegs['-1'](x, hw_shape)
+            for j, block in enumerate(self.stages[i]):
+                if self.with_cp and self.training and x.requires_grad:
+                    x = cp.checkpoint(block, x, hw_shape, use_reentrant=False)
+                else:
+                    x = block(x, hw_shape)
+                if str(j) in pegs:
+                    x = pegs[str(j)](x, hw_shape)
+            x = self.norms[i](x)
+            if i == self.num_stages - 1 and self.out_type != 'featmap':
+                outs.append(x[:, 0] if self.with_cls_token else x.mean(1))
+                break
+            # (B, H*W, C) -> (B, C, H, W)
+            x = x.transpose(1, 2).reshape(B, -1, *hw_shape)
+            if self.out_type == 'featmap' and i in self.out_indices:
+                outs.append(x)
+        return tuple(outs)

@@ -1,0 +1,347 @@
+"""SwinPEG: Swin Transformer with a PEG after the first block of each stage
+(the paper's Swin+PEG, Appendix A.5).
+
+Conditional Positional Encodings for Vision Transformers, Chu et al.,
+ICLR 2023 (https://arxiv.org/abs/2102.10882); Swin: Liu et al., ICCV 2021
+(https://arxiv.org/abs/2103.14030).
+"""
+from typing import Optional, Sequence, Union
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.utils.checkpoint as cp
+from mmcv.cnn import build_norm_layer
+from mmcv.cnn.bricks.transformer import PatchEmbed
+from mmengine.model import BaseModule
+from mmengine.model.weight_init import trunc_normal_
+from torch.nn.modules.batchnorm import _BatchNorm
+
+from mmcpvt.registry import register_model
+from ..layers import ConditionalPositionEncoding, TransformerBlock
+from .utils import check_choice, resolve_arch
+
+
+class SwinBlock(TransformerBlock):
+    """A Swin block: the shared transformer block with its attention run in
+    (shifted) windows, plus Swin's relative position bias.
+
+    Args:
+        window_size (int): Window size. Defaults to 7.
+        shift (bool): Shift the windows by half a window. Defaults to False.
+        **kwargs: :class:`TransformerBlock` arguments.
+    """
+
+    def __init__(self, *args, window_size: int = 7, shift: bool = False,
+                 **kwargs):
+        super().__init__(*args, **kwargs)
+        self.window_size = window_size
+        self.shift_size = window_size // 2 if shift else 0
+        num_heads = self.attn.num_heads
+        self.relative_position_bias_table = nn.Parameter(
+            torch.zeros((2 * window_size - 1)**2, num_heads))
+        trunc_normal_(self.relative_position_bias_table, std=.02)
+        coords = torch.stack(
+            torch.meshgrid(
+                torch.arange(window_size),
+                torch.arange(window_size),
+                indexing='ij')).flatten(1)  # (2, N)
+        rel = (coords[:, :, None] - coords[:, None, :]) + window_size - 1
+        self.register_buffer(
+            'relative_position_index',
+            rel[0] * (2 * window_size - 1) + rel[1],  # (N, N)
+            persistent=False)
+
+    def _relative_position_bias(self) -> torch.Tensor:
+        N = self.window_size**2
+        bias = self.relative_position_bias_table[
+            self.relative_position_index.view(-1)]
+        # (N*N, heads) -> (heads, N, N)
+        return bias.view(N, N, -1).permute(2, 0, 1)
+
+    def _shift_mask(self, Hp: int, Wp: int, s: int, device) -> torch.Tensor:
+        """(nW, N, N) mask: -100 between tokens from different regions of
+        the map rolled by ``s``."""
+        ws = self.window_size
+        img = torch.zeros(1, Hp, Wp, 1, device=device)
+        cnt = 0
+        for h in (slice(0, -ws), slice(-ws, -s), slice(-s, None)):
+            for w in (slice(0, -ws), slice(-ws, -s), slice(-s, None)):
+                img[:, h, w, :] = cnt
+                cnt += 1
+        windows = self._partition(img).squeeze(-1)  # (nW, N)
+        mask = windows[:, None, :] - windows[:, :, None]
+        return mask.masked_fill(mask != 0, -100.).masked_fill(mask == 0, 0.)
+
+    def _partition(self, x: torch.Tensor) -> torch.Tensor:
+        # (B, Hp, Wp, C) -> (B*nW, ws*ws, C)
+        B, Hp, Wp, C = x.shape
+        ws = self.window_size
+        x = x.view(B, Hp // ws, ws, Wp // ws, ws, C).permute(0, 1, 3, 2, 4, 5)
+        return x.reshape(-1, ws * ws, C)
+
+    def _window_attention(self, x: torch.Tensor, hw_shape) -> torch.Tensor:
+        B, _, C = x.shape
+        H, W = hw_shape
+        ws = self.window_size
+        # A map that fits in one window is not shifted (as in Swin).
+        s = self.shift_size if H > ws or W > ws else 0
+        # (B, H*W, C) -> (B, Hp, Wp, C), zero-padded to whole windows
+        x = x.view(B, H, W, C)
+        x = F.pad(x, (0, 0, 0, (-W) % ws, 0, (-H) % ws))
+        Hp, Wp = x.shape[1:3]
+        bias = self._relative_position_bias()  # (heads, N, N)
+        if s:
+            x = torch.roll(x, shifts=(-s, -s), dims=(1, 2))
+            mask = self._shift_mask(Hp, Wp, s, x.device)  # (nW, N, N)
+            # (nW, heads, N, N) -> (B*nW, heads, N, N)
+            bias = (bias[None] + mask[:, None]).repeat(B, 1, 1, 1)
+        windows = self.attn(self._partition(x), attn_bias=bias.to(x.dtype))
+        # (B*nW, ws*ws, C) -> (B, Hp, Wp, C)
+        x = windows.view(B, Hp // ws, Wp // ws, ws, ws, C).permute(
+            0, 1, 3, 2, 4, 5).reshape(B, Hp, Wp, C)
+        if s:
+            x = torch.roll(x, shifts=(s, s), dims=(1, 2))
+        # (B, Hp, Wp, C) -> (B, H*W, C)
+        return x[:, :H, :W].reshape(B, H * W, C)
+
+    def forward(self, x: torch.Tensor, hw_shape) -> torch.Tensor:
+        x = x + self.drop_path(self._window_attention(self.ln1(x), hw_shape))
+        x = x + self.drop_path(self.ffn(self.ln2(x)))
+        return x
+
+
+class PatchMerging(BaseModule):
+    """2x2 neighbourhood concatenation, norm and linear reduction 4C -> 2C;
+    odd sizes are zero-padded at the bottom/right."""
+
+    def __init__(self, in_channels: int, out_channels: int,
+                 norm_cfg: dict = dict(type='LN')):
+        super().__init__()
+        self.norm = build_norm_layer(norm_cfg, 4 * in_channels)[1]
+        self.reduction = nn.Linear(4 * in_channels, out_channels, bias=False)
+
+    def forward(self, x: torch.Tensor, hw_shape):
+        B, _, C = x.shape
+        H, W = hw_shape
+        # (B, H*W, C) -> (B, H, W, C), padded to even
+        x = F.pad(x.view(B, H, W, C), (0, 0, 0, W % 2, 0, H % 2))
+        H, W = x.shape[1:3]
+        # (B, H, W, C) -> (B, H/2, W/2, 4C): channels ordered (0,0), (1,0),
+        # (0,1), (1,1) as in Swin's x0..x3
+        x = x.view(B, H // 2, 2, W // 2, 2, C).permute(0, 1, 3, 4, 2, 5)
+        x = x.reshape(B, H // 2 * W // 2, 4 * C)
+        return self.reduction(self.norm(x)), (H // 2, W // 2)
+
+
+@register_model
+class SwinPEG(BaseModule):
+    """Swin Transformer with a PEG after the first block of each stage.
+
+    Swin keeps its relative position bias; the PEG adds the conditional
+    (absolute) position information. Any input size works: the patch
+    embedding, windows and patch merging pad at the bottom/right.
+
+    Args:
+        arch (str | dict): 'tiny' / 'small' / 'base' (or 't' / 's' / 'b'),
+            or a dict with ``embed_dims``, ``depths``, ``num_heads``.
+            Defaults to 'tiny'.
+        in_channels (int): Input channels. Defaults to 3.
+        patch_size (int): Patch size. Defaults to 4.
+        window_size (int): Window size. Defaults to 7.
+        mlp_ratio (int): FFN expansion. Defaults to 4.
+        peg_positions (Sequence): Per stage, the block(s) after which a PEG
+            goes: an int, a tuple (-1 = before the first block) or ``()``.
+            Defaults to ``(0, 0, 0, 0)``.
+        peg_cfg (dict, optional): Extra :class:`ConditionalPositionEncoding`
+            arguments. Defaults to None.
+        out_type (str): 'featmap' (NCHW maps of ``out_indices``, each normed,
+            for dense tasks) or 'avg_featmap' (final norm + global average
+            pooling, for classification). Defaults to 'featmap'.
+        out_indices (Sequence[int]): Stages to output. Defaults to
+            (0, 1, 2, 3).
+        qkv_bias (bool): Bias in q/k/v. Defaults to True.
+        drop_rate (float): Dropout rate. Defaults to 0.
+        attn_drop_rate (float): Attention dropout. Defaults to 0.
+        drop_path_rate (float): Stochastic depth. Defaults to 0.1.
+        norm_cfg (dict): Norm layers. Defaults to ``dict(type='LN')``.
+        frozen_stages (int): Freeze the patch embedding (0) and the first
+            ``frozen_stages`` stages (> 0); -1 freezes nothing.
+            Defaults to -1.
+        norm_eval (bool): Keep BatchNorm layers in eval mode in training.
+            Defaults to False.
+        with_cp (bool): Gradient checkpointing. Defaults to False.
+        init_cfg (dict | list[dict], optional): Initialization config.
+    """
+    arch_zoo = {
+        **dict.fromkeys(['t', 'tiny'], {
+            'embed_dims': 96, 'depths': [2, 2, 6, 2],
+            'num_heads': [3, 6, 12, 24]}),
+        **dict.fromkeys(['s', 'small'], {
+            'embed_dims': 96, 'depths': [2, 2, 18, 2],
+            'num_heads': [3, 6, 12, 24]}),
+        **dict.fromkeys(['b', 'base'], {
+            'embed_dims': 128, 'depths': [2, 2, 18, 2],
+            'num_heads': [4, 8, 16, 32]}),
+    }
+    OUT_TYPES = ('featmap', 'avg_featmap')
+
+    def __init__(self,
+                 arch: Union[str, dict] = 'tiny',
+                 in_channels: int = 3,
+                 patch_size: int = 4,
+                 window_size: int = 7,
+                 mlp_ratio: int = 4,
+                 peg_positions: Sequence = (0, 0, 0, 0),
+                 peg_cfg: Optional[dict] = None,
+                 out_type: str = 'featmap',
+                 out_indices: Sequence[int] = (0, 1, 2, 3),
+                 qkv_bias: bool = True,
+                 drop_rate: float = 0.,
+                 attn_drop_rate: float = 0.,
+                 drop_path_rate: float = 0.1,
+                 norm_cfg: dict = dict(type='LN'),
+                 frozen_stages: int = -1,
+                 norm_eval: bool = False,
+                 with_cp: bool = False,
+                 init_cfg: Optional[Union[dict, list]] = [
+                     dict(type='TruncNormal', layer='Linear', std=.02),
+                     dict(type='Constant', layer='LayerNorm', val=1.,
+                          bias=0.)
+                 ]):
+        super().__init__(init_cfg=init_cfg)
+        s = resolve_arch(arch, self.arch_zoo,
+                         ('embed_dims', 'depths', 'num_heads'), 'SwinPEG')
+        self.arch_settings = s
+        self.num_stages = len(s['depths'])
+        if len(s['num_heads']) != self.num_stages:
+            raise ValueError('SwinPEG: arch num_heads and depths need one '
+                             'entry per stage each')
+        check_choice('out_type', out_type, self.OUT_TYPES, 'SwinPEG')
+        self.out_type = out_type
+        self.out_indices = tuple(sorted(set(out_indices)))
+        bad = [i for i in self.out_indices if not 0 <= i < self.num_stages]
+        if bad:
+            raise ValueError(f'SwinPEG: out_indices {bad} out of range; '
+                             f'stages are 0 to {self.num_stages - 1}')
+        if len(peg_positions) != self.num_stages:
+            raise ValueError(
+                f'SwinPEG: peg_positions needs one entry per stage '
+                f'({self.num_stages}), got {peg_positions!r}')
+        self.frozen_stages = frozen_stages
+        self.norm_eval = norm_eval
+        self.with_cp = with_cp
+        dims = [s['embed_dims'] * 2**i for i in range(self.num_stages)]
+        self.num_features = dims
+
+        self.patch_embed = PatchEmbed(
+            in_channels=in_channels,
+            embed_dims=dims[0],
+            conv_type='Conv2d',
+            kernel_size=patch_size,
+            stride=patch_size,
+            padding='corner',
+            norm_cfg=norm_cfg)
+        self.drop_after_pos = nn.Dropout(drop_rate)
+        dpr = torch.linspace(0, drop_path_rate, sum(s['depths'])).tolist()
+        self.stages = nn.ModuleList()
+        self.pegs = nn.ModuleList()
+        self.downsamples = nn.ModuleList()
+        self.peg_positions = []
+        cur = 0
+        for i, depth in enumerate(s['depths']):
+            pos = peg_positions[i]
+            pos = (pos, ) if isinstance(pos, int) else tuple(sorted(set(pos)))
+            if any(not -1 <= p < depth for p in pos):
+                raise ValueError(
+                    f'SwinPEG: peg_positions {pos} of stage {i} out of '
+                    f'range; allowed are -1 to {depth - 1}')
+            self.peg_positions.append(pos)
+            self.stages.append(
+                nn.ModuleList([
+                    SwinBlock(
+                        dims[i],
+                        s['num_heads'][i],
+                        mlp_ratio * dims[i],
+                        window_size=window_size,
+                        shift=j % 2 == 1,
+                        drop_rate=drop_rate,
+                        attn_drop_rate=attn_drop_rate,
+                        drop_path_rate=dpr[cur + j],
+                        qkv_bias=qkv_bias,
+                        norm_cfg=norm_cfg) for j in range(depth)
+                ]))
+            # ModuleDict keys are positions: 'pegs.2.0' follows block 0 of
+            # stage 2.
+            self.pegs.append(
+                nn.ModuleDict({
+                    str(p): ConditionalPositionEncoding(
+                        dims[i], dims[i], **dict(peg_cfg or {}))
+                    for p in pos
+                }))
+            if i < self.num_stages - 1:
+                self.downsamples.append(
+                    PatchMerging(dims[i], dims[i + 1], norm_cfg))
+            cur += depth
+        if out_type == 'featmap':
+            self.norms = nn.ModuleList([
+                build_norm_layer(norm_cfg, dims[i])[1]
+                if i in self.out_indices else nn.Identity()
+                for i in range(self.num_stages)
+            ])
+        else:
+            self.norm = build_norm_layer(norm_cfg, dims[-1])[1]
+        self._freeze_stages()
+
+    def _freeze_stages(self):
+        if self.frozen_stages < 0:
+            return
+        frozen = [self.patch_embed, self.drop_after_pos]
+        for i in range(min(self.frozen_stages, self.num_stages)):
+            frozen += [self.stages[i], self.pegs[i]]
+            if i < len(self.downsamples):
+                frozen.append(self.downsamples[i])
+            if self.out_type == 'featmap':
+                frozen.append(self.norms[i])
+        for m in frozen:
+            m.eval()
+            m.requires_grad_(False)
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self._freeze_stages()
+        if mode and self.norm_eval:
+            for m in self.modules():
+                if isinstance(m, _BatchNorm):
+                    m.eval()
+        return self
+
+    @torch.jit.ignore
+    def no_weight_decay(self):
+        return {'relative_position_bias_table'}
+
+    def forward(self, x: torch.Tensor) -> tuple:
+        x, hw_shape = self.patch_embed(x)  # (B, H*W, C)
+        x = self.drop_after_pos(x)
+        outs = []
+        for i in range(self.num_stages):
+            pegs = self.pegs[i]
+            if '-1' in pegs:
+                x = pegs['-1'](x, hw_shape)
+            for j, block in enumerate(self.stages[i]):
+                if self.with_cp and self.training and x.requires_grad:
+                    x = cp.checkpoint(block, x, hw_shape, use_reentrant=False)
+                else:
+                    x = block(x, hw_shape)
+                if str(j) in pegs:
+                    x = pegs[str(j)](x, hw_shape)
+            if self.out_type == 'featmap' and i in self.out_indices:
+                out = self.norms[i](x)
+                # (B, H*W, C) -> (B, C, H, W)
+                outs.append(
+                    out.transpose(1, 2).reshape(x.shape[0], -1, *hw_shape))
+            if i < self.num_stages - 1:
+                x, hw_shape = self.downsamples[i](x, hw_shape)
+        if self.out_type == 'avg_featmap':
+            outs.append(self.norm(x).mean(dim=1))
+        return tuple(outs)

@@ -1,0 +1,268 @@
+"""Generic checks over every mmpretrain config (configs/cpvt, configs/ablations).
+
+Each config must load, say what it imports, build a model that classifies a
+small image (any size: no position table is tied to 224) and a training loss
+through its own data preprocessor and batch augments, build its optimizer,
+run its pipelines, and carry the DeiT recipe that the paper keeps (appendix,
+"The Hyperparameters of CPVT").
+"""
+import glob
+import math
+import os.path as osp
+
+import numpy as np
+import pytest
+import torch
+
+import mmcpvt  # noqa: F401  (registers CPVT and the PEG)
+from mmengine.config import Config
+from mmengine.optim import build_optim_wrapper
+from mmengine.registry import init_default_scope
+
+pytest.importorskip('mmpretrain')
+from mmpretrain.registry import MODELS, TRANSFORMS  # noqa: E402
+from mmpretrain.structures import DataSample  # noqa: E402
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+CONFIGS = sorted(
+    glob.glob(osp.join(ROOT, 'configs', 'cpvt', '*.py')) +
+    glob.glob(osp.join(ROOT, 'configs', 'ablations', '*.py')))
+IDS = [osp.relpath(p, osp.join(ROOT, 'configs')) for p in CONFIGS]
+
+
+def _peg(C, k=3):
+    """One depth-wise k x k convolution with bias."""
+    return C * k * k + C
+
+
+def _table(C):
+    """DeiT's learned position table, class token slot included."""
+    return (14 * 14 + 1) * C
+
+
+# Published DeiT counts (with the 1000-class head); the others follow the
+# paper's arithmetic (Sec. "Complexity of PEG"): remove the table, add PEGs.
+DEIT_TI, DEIT_S, DEIT_B = 5_717_416, 22_050_664, 86_567_656
+CPVT_TI = DEIT_TI - _table(192) + _peg(192)  # 5,681,512
+CPVT_S = DEIT_S - _table(384) + _peg(384)  # 21,978,856
+CPVT_B = DEIT_B - _table(768) + _peg(768)  # 86,424,040
+NOPE_TI = DEIT_TI - _table(192)  # neither table nor PEG
+DENSE_3X3 = 192 * 192 * 9
+# Every config has its count here: add one for a new config.
+PARAMS = {
+    'cpvt/deit-tiny_4xb256_in1k.py': DEIT_TI,
+    'cpvt/deit-small_4xb256_in1k.py': DEIT_S,
+    'cpvt/deit-base_4xb256_in1k.py': DEIT_B,
+    'cpvt/cpvt-tiny_4xb256_in1k.py': CPVT_TI,
+    'cpvt/cpvt-small_4xb256_in1k.py': CPVT_S,
+    'cpvt/cpvt-base_4xb256_in1k.py': CPVT_B,
+    # double dagger: PEGs after encoders 0-4, i.e. four more than CPVT
+    'cpvt/cpvt-tiny-p0-4_4xb256_in1k.py': CPVT_TI + 4 * _peg(192),
+    'cpvt/cpvt-small-p0-4_4xb256_in1k.py': CPVT_S + 4 * _peg(384),
+    'cpvt/cpvt-base-p0-4_4xb256_in1k.py': CPVT_B + 4 * _peg(768),
+    # GAP: no class token
+    'cpvt/cpvt-tiny-gap-p0-4_4xb256_in1k.py': CPVT_TI + 4 * _peg(192) - 192,
+    'cpvt/cpvt-small-gap-p0-4_4xb256_in1k.py': CPVT_S + 4 * _peg(384) - 384,
+    'cpvt/cpvt-base-gap-p0-4_4xb256_in1k.py': CPVT_B + 4 * _peg(768) - 768,
+    # the PEG moves: same count
+    'ablations/cpvt-tiny-p-1_4xb256_in1k.py': CPVT_TI,
+    'ablations/cpvt-tiny-p3_4xb256_in1k.py': CPVT_TI,
+    'ablations/cpvt-tiny-p6_4xb256_in1k.py': CPVT_TI,
+    'ablations/cpvt-tiny-p10_4xb256_in1k.py': CPVT_TI,
+    'ablations/cpvt-tiny-p0-10_4xb256_in1k.py': CPVT_TI + 10 * _peg(192),
+    # other forms of PEG
+    'ablations/cpvt-tiny-k27-p-1_4xb256_in1k.py': NOPE_TI + _peg(192, 27),
+    'ablations/cpvt-tiny-k7_4xb256_in1k.py': NOPE_TI + _peg(192, 7),
+    'ablations/cpvt-tiny-dense_4xb256_in1k.py': NOPE_TI + DENSE_3X3 + 192,
+    # conv + BN (weight, bias): the conv has no bias
+    'ablations/cpvt-tiny-4xdw-bn-relu_4xb256_in1k.py':
+    NOPE_TI + 4 * (192 * 9 + 2 * 192),
+    'ablations/cpvt-tiny-4xdense-bn-relu_4xb256_in1k.py':
+    NOPE_TI + 4 * (DENSE_3X3 + 2 * 192),
+    'ablations/cpvt-tiny-k1-dense-p0-11_4xb256_in1k.py':
+    NOPE_TI + 12 * (192 * 192 + 192),  # the paper's 6.13M
+    # fixed or circular PEGs: same count
+    'ablations/cpvt-tiny-fixed_4xb256_in1k.py': CPVT_TI,
+    'ablations/cpvt-tiny-fixed-learned-init_4xb256_in1k.py': CPVT_TI,
+    'ablations/cpvt-tiny-no-zero-pad_4xb256_in1k.py': CPVT_TI,
+    # other position encodings
+    'ablations/cpvt-tiny-learned-pe_4xb256_in1k.py': CPVT_TI + _table(192),
+    'ablations/deit-tiny-sincos2d_4xb256_in1k.py': NOPE_TI,  # not learned
+    'ablations/deit-tiny-nope_4xb256_in1k.py': NOPE_TI,
+    # no class token, so no class slot in the table either
+    'ablations/deit-tiny-gap_4xb256_in1k.py': DEIT_TI - 192 - 192,
+}
+
+LR = 5e-4 * 1024 / 512  # DeiT's lr formula at the global batch of 1024
+
+
+@pytest.fixture(scope='module', autouse=True)
+def mmpretrain_scope():
+    init_default_scope('mmpretrain')
+
+
+@pytest.fixture(scope='module', params=CONFIGS, ids=IDS)
+def cfg(request):
+    return Config.fromfile(request.param)
+
+
+@pytest.fixture(scope='module')
+def model(cfg):
+    model_cfg = cfg.model.copy()
+    # as mmengine's Runner does
+    model_cfg.setdefault('data_preprocessor', cfg.get('data_preprocessor'))
+    return MODELS.build(model_cfg)
+
+
+def _name(cfg):
+    return osp.relpath(cfg.filename, osp.join(ROOT, 'configs'))
+
+
+def test_every_config_has_a_reference_count():
+    assert len([n for n in IDS if n.startswith('cpvt/')]) == 12
+    assert set(IDS) - set(PARAMS) == set(), 'add their counts to PARAMS'
+    assert set(PARAMS) - set(IDS) == set(), 'these configs are gone'
+
+
+def test_scope_and_imports(cfg):
+    assert cfg.default_scope == 'mmpretrain'
+    assert cfg.custom_imports == dict(
+        imports=['mmcpvt'], allow_failed_imports=False)
+    assert cfg.model.type == 'ImageClassifier'
+    assert cfg.model.backbone.type == 'CPVT'
+
+
+def test_forward_any_size(model):
+    model.eval()
+    with torch.no_grad():
+        # 64 x 88 (not a multiple of 16): a 4 x 6 token map after padding,
+        # not the 14 x 14 of training
+        logits = model(torch.randn(1, 3, 64, 88), mode='tensor')
+    assert logits.shape == (1, 1000)
+    assert not torch.isnan(logits).any()
+
+
+def test_training_loss_through_preprocessor_and_batch_augments(model):
+    model.train()
+    data = dict(
+        inputs=[
+            torch.randint(0, 256, (3, 48, 48), dtype=torch.uint8)
+            for _ in range(2)
+        ],
+        data_samples=[DataSample().set_gt_label(i) for i in (3, 7)])
+    data = model.data_preprocessor(data, training=True)
+    # Mixup / CutMix turned the labels into soft one-hot scores
+    assert data['data_samples'][0].gt_score.shape == (1000, )
+    with torch.no_grad():
+        losses = model(**data, mode='loss')
+    assert math.isfinite(losses['loss'].item())
+
+
+def test_parameter_count(cfg, model):
+    assert sum(p.numel() for p in model.parameters()) == PARAMS[_name(cfg)]
+
+
+def test_optimizer_and_no_decay_groups(cfg, model):
+    optim_wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
+    expected = 'Lamb' if _name(cfg).startswith('cpvt/cpvt-base') else 'AdamW'
+    assert type(optim_wrapper.optimizer).__name__ == expected
+    decay = {}
+    names = {id(p): n for n, p in model.named_parameters()}
+    for group in optim_wrapper.optimizer.param_groups:
+        for p in group['params']:
+            decay[names[id(p)]] = group['weight_decay']
+    for name, wd in decay.items():
+        if not model.get_parameter(name).requires_grad:
+            continue  # a frozen PEG: never updated
+        no_decay = (
+            name.endswith(('.bias', 'cls_token', 'pos_embed.pos_embed'))
+            or model.get_parameter(name).ndim == 1)
+        assert wd == (0. if no_decay else 0.05), name
+
+
+def test_recipe(cfg):
+    """The DeiT hyper-parameters that CPVT keeps (paper, appendix)."""
+    opt = cfg.optim_wrapper.optimizer
+    assert opt.lr == pytest.approx(LR)
+    assert opt.weight_decay == 0.05
+    assert opt.eps == 1e-8
+    assert cfg.optim_wrapper.get('clip_grad') is None  # "Gradient Clip. x"
+    paramwise = cfg.optim_wrapper.paramwise_cfg
+    assert paramwise.norm_decay_mult == 0. and paramwise.bias_decay_mult == 0.
+    assert paramwise.custom_keys['.cls_token'].decay_mult == 0.
+    assert paramwise.custom_keys['.pos_embed'].decay_mult == 0.
+    assert cfg.auto_scale_lr.base_batch_size == 1024
+    assert cfg.train_dataloader.batch_size * 4 == 1024  # 4xb256
+
+    warmup, cosine = cfg.param_scheduler
+    assert warmup.type == 'LinearLR' and warmup.by_epoch
+    assert (warmup.begin, warmup.end) == (0, 5)  # 5 warm-up epochs
+    assert warmup.start_factor == 1e-3 and warmup.convert_to_iter_based
+    assert cosine.type == 'CosineAnnealingLR'
+    assert (cosine.begin, cosine.end) == (5, 300)
+    assert cosine.eta_min == 1e-5
+    assert cfg.train_cfg.max_epochs == 300
+
+    model = cfg.model
+    assert model.backbone.drop_path_rate == 0.1
+    assert model.head.loss == dict(
+        type='LabelSmoothLoss', label_smooth_val=0.1, mode='original')
+    augments = {a.type: a.alpha for a in model.train_cfg.augments}
+    assert augments == {'Mixup': 0.8, 'CutMix': 1.0}
+
+    assert cfg.train_dataloader.sampler.type == 'RepeatAugSampler'
+    steps = {t.type: t for t in cfg.train_dataloader.dataset.pipeline}
+    assert steps['RandomErasing'].erase_prob == 0.25
+    assert steps['RandomErasing'].mode == 'rand'
+    rand_aug = steps['RandAugment']
+    assert (rand_aug.num_policies, rand_aug.magnitude_level,
+            rand_aug.magnitude_std) == (2, 9, 0.5)
+    assert steps['RandomResizedCrop'].scale == 224
+    assert cfg.val_evaluator == dict(type='Accuracy', topk=(1, 5))
+    for loader, split in ((cfg.train_dataloader, 'train'),
+                          (cfg.val_dataloader, 'val')):
+        assert loader.dataset.type == 'ImageNet'
+        assert loader.dataset.data_root == 'data/imagenet'
+        assert loader.dataset.split == split
+
+
+@pytest.mark.parametrize('split', ['train', 'val'])
+def test_pipeline_runs(cfg, split):
+    loader = cfg.train_dataloader if split == 'train' else cfg.val_dataloader
+    steps = [
+        TRANSFORMS.build(t) for t in loader.dataset.pipeline
+        if t.type != 'LoadImageFromFile'
+    ]
+    rng = np.random.default_rng(0)
+    img = rng.integers(0, 256, (300, 400, 3), dtype=np.uint8)
+    results = dict(img=img, img_shape=img.shape[:2], ori_shape=img.shape[:2],
+                   gt_label=1)
+    for t in steps:
+        results = t(results)
+    assert tuple(results['inputs'].shape) == (3, 224, 224)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason='CPVT keeps its PEGs in a torch nn.ModuleDict, which has no '
+    'init_weights, so mmengine never runs a PEG\'s own init_cfg; holding them '
+    'in mmengine.model.ModuleDict fixes it (then drop this marker)')
+def test_fixed_learned_init_loads_the_peg(tmp_path):
+    cfg = Config.fromfile(
+        osp.join(ROOT, 'configs', 'ablations',
+                 'cpvt-tiny-fixed-learned-init_4xb256_in1k.py'))
+    weight = torch.randn(192, 1, 3, 3)
+    ckpt = tmp_path / 'cpvt-tiny.pth'
+    torch.save(
+        dict(state_dict={
+            'backbone.pegs.0.proj.0.weight': weight,
+            'backbone.pegs.0.proj.0.bias': torch.zeros(192),
+            'head.fc.weight': torch.zeros(1000, 192),  # must not be read
+        }), ckpt)
+    cfg.model.backbone.peg_cfg.init_cfg.checkpoint = str(ckpt)
+    model = MODELS.build(cfg.model)
+    model.init_weights()
+    peg = model.backbone.pegs['0'].proj[0]
+    assert torch.equal(peg.weight, weight)
+    assert not peg.weight.requires_grad
+    assert model.head.fc.weight.abs().sum() > 0

@@ -1,0 +1,80 @@
+import pytest
+import torch
+
+from mmcpvt.models.backbones import SwinPEG
+from mmcpvt.models.backbones.swin_peg import SwinBlock
+
+TINY = dict(embed_dims=16, depths=[2, 2, 2, 1], num_heads=[1, 2, 2, 4])
+
+
+def n_params(m):
+    return sum(p.numel() for p in m.parameters())
+
+
+def test_swin_tiny_size():
+    no_peg = SwinPEG('tiny', out_type='avg_featmap',
+                     peg_positions=((), ) * 4)
+    # timm swin_tiny_patch4_window7_224: 28,288,354 with its 1000-way head
+    assert n_params(no_peg) + 768 * 1000 + 1000 == 28_288_354
+    peg = SwinPEG('tiny', out_type='avg_featmap')
+    assert n_params(peg) - n_params(no_peg) == sum(
+        10 * c for c in (96, 192, 384, 768))
+
+
+@pytest.mark.parametrize('h, w', [(224, 224), (333, 517), (97, 1001),
+                                  (31, 33)])
+def test_odd_sizes_give_ceil_stride_maps(h, w):
+    model = SwinPEG(TINY).eval()
+    with torch.no_grad():
+        outs = model(torch.randn(1, 3, h, w))
+    for i, out in enumerate(outs):
+        s = 4 * 2**i
+        assert out.shape == (1, 16 * 2**i, -(-h // s), -(-w // s))
+
+
+def test_window_attention_is_local_without_shift():
+    """Without shift, a token only sees its own window: changing a token in
+    another window leaves its output unchanged."""
+    torch.manual_seed(0)
+    blk = SwinBlock(8, 2, 16, window_size=4).eval()
+    x = torch.randn(1, 8 * 8, 8)
+    y = x.clone()
+    y[0, 8 * 7 + 7] += torch.randn(8)  # bottom-right window
+    with torch.no_grad():
+        a, b = blk(x, (8, 8)), blk(y, (8, 8))
+    top_left = [r * 8 + c for r in range(4) for c in range(4)]
+    torch.testing.assert_close(a[0, top_left], b[0, top_left])
+    assert not torch.allclose(a[0, 63], b[0, 63])
+
+
+def test_shifted_windows_mix_neighbouring_windows():
+    torch.manual_seed(0)
+    blk = SwinBlock(8, 2, 16, window_size=4, shift=True).eval()
+    x = torch.randn(1, 8 * 8, 8)
+    y = x.clone()
+    y[0, 4 * 8 + 4] += torch.randn(8)  # first token of the bottom-right window
+    with torch.no_grad():
+        a, b = blk(x, (8, 8)), blk(y, (8, 8))
+    # token (3, 3) shares a shifted window with (4, 4)
+    assert not torch.allclose(a[0, 3 * 8 + 3], b[0, 3 * 8 + 3])
+
+
+def test_classification_output_and_frozen_stages():
+    model = SwinPEG(TINY, out_type='avg_featmap', frozen_stages=1)
+    model.train()
+    assert model(torch.randn(2, 3, 64, 64))[0].shape == (2, 128)
+    assert all(not p.requires_grad for p in model.patch_embed.parameters())
+    assert all(not p.requires_grad for p in model.stages[0].parameters())
+    assert all(not p.requires_grad for p in model.pegs[0].parameters())
+    assert all(p.requires_grad for p in model.stages[1].parameters())
+
+
+@pytest.mark.parametrize('kwargs, match', [
+    (dict(peg_positions=(0, )), 'one entry per stage'),
+    (dict(peg_positions=(0, 0, 0, 2)), 'out of range'),
+    (dict(out_indices=(5, )), 'out_indices'),
+    (dict(out_type='cls_token'), 'out_type'),
+])
+def test_bad_arguments_are_explained(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        SwinPEG(TINY, **kwargs)

@@ -1,4 +1,4 @@
-"""Generic checks over every mmpretrain config (configs/cpvt, configs/ablations).
+"""Generic checks over every mmpretrain config (configs/cpvt, ablations).
 
 Each config must load, say what it imports, build a model that classifies a
 small image (any size: no position table is tied to 224) and a training loss
@@ -14,14 +14,13 @@ import numpy as np
 import pytest
 import torch
 
-import mmcpvt  # noqa: F401  (registers CPVT and the PEG)
 from mmengine.config import Config
 from mmengine.optim import build_optim_wrapper
 from mmengine.registry import init_default_scope
+from mmpretrain.registry import MODELS, TRANSFORMS
+from mmpretrain.structures import DataSample
 
-pytest.importorskip('mmpretrain')
-from mmpretrain.registry import MODELS, TRANSFORMS  # noqa: E402
-from mmpretrain.structures import DataSample  # noqa: E402
+import mmcpvt  # noqa: F401  (registers CPVT and the PEG)
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIGS = sorted(
@@ -122,6 +121,20 @@ def test_every_config_has_a_reference_count():
     assert len([n for n in IDS if n.startswith('cpvt/')]) == 12
     assert set(IDS) - set(PARAMS) == set(), 'add their counts to PARAMS'
     assert set(PARAMS) - set(IDS) == set(), 'these configs are gone'
+
+
+def test_metafile_matches_the_configs():
+    import yaml
+    with open(osp.join(ROOT, 'configs', 'cpvt', 'metafile.yml')) as f:
+        meta = yaml.safe_load(f)
+    listed = {}
+    for m in meta['Models']:
+        name = osp.relpath(m['Config'], 'configs')
+        assert osp.isfile(osp.join(ROOT, m['Config'])), m['Config']
+        assert m['Name'] == osp.splitext(osp.basename(name))[0]
+        assert m['Metadata']['Parameters'] == PARAMS[name], name
+        listed[name] = m
+    assert set(listed) == {n for n in IDS if n.startswith('cpvt/')}
 
 
 def test_scope_and_imports(cfg):

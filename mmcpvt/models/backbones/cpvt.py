@@ -10,18 +10,17 @@ import torch.nn as nn
 import torch.utils.checkpoint as cp
 from mmcv.cnn import build_norm_layer
 from mmcv.cnn.bricks.transformer import PatchEmbed
-from mmengine.model import BaseModule
-from mmengine.model.weight_init import trunc_normal_
 from mmengine.utils import to_2tuple
 
 from mmcpvt.registry import register_model
 from ..layers import (ConditionalPositionEncoding, LearnedPositionEmbedding,
                       SinCos2dPositionEmbedding, TransformerBlock)
-from .utils import check_choice, is_pretrained_init, resolve_arch
+from .base import BaseBackbone
+from .utils import check_choice, resolve_arch
 
 
 @register_model
-class CPVT(BaseModule):
+class CPVT(BaseBackbone):
     """Conditional Position encoding Vision Transformer.
 
     DeiT-Ti/S/B with the learned position table replaced by PEGs placed after
@@ -69,7 +68,10 @@ class CPVT(BaseModule):
             Defaults to -1.
         with_cp (bool): Gradient checkpointing of the encoders.
             Defaults to False.
-        init_cfg (dict | list[dict], optional): Initialization config.
+        init_cfg (dict | list[dict], optional): Initialization config;
+            None gives the transformer initialisation, a ``Pretrained``
+            entry loads a checkpoint (see :class:`BaseBackbone`).
+            Defaults to None.
     """
     arch_zoo = {
         **dict.fromkeys(['t', 'tiny', 'deit-tiny'], {
@@ -113,11 +115,7 @@ class CPVT(BaseModule):
                  final_norm: bool = True,
                  frozen_stages: int = -1,
                  with_cp: bool = False,
-                 init_cfg: Optional[Union[dict, list]] = [
-                     dict(type='TruncNormal', layer='Linear', std=.02),
-                     dict(type='Constant', layer='LayerNorm', val=1.,
-                          bias=0.)
-                 ]):
+                 init_cfg: Optional[Union[dict, list]] = None):
         super().__init__(init_cfg=init_cfg)
         self.arch_settings = resolve_arch(
             arch, self.arch_zoo,
@@ -216,13 +214,6 @@ class CPVT(BaseModule):
             checked.append(j)
         return tuple(sorted(set(checked)))
 
-    def init_weights(self):
-        super().init_weights()
-        if is_pretrained_init(self.init_cfg):
-            return
-        if self.with_cls_token:
-            trunc_normal_(self.cls_token, std=.02)
-
     def _freeze_stages(self):
         if self.frozen_stages < 0:
             return
@@ -242,11 +233,6 @@ class CPVT(BaseModule):
             m.requires_grad_(False)
         if self.with_cls_token:
             self.cls_token.requires_grad_(False)
-
-    def train(self, mode: bool = True):
-        super().train(mode)
-        self._freeze_stages()
-        return self
 
     @torch.jit.ignore
     def no_weight_decay(self):

@@ -12,19 +12,17 @@ import torch.nn as nn
 import torch.utils.checkpoint as cp
 from mmcv.cnn import build_norm_layer
 from mmcv.cnn.bricks.transformer import PatchEmbed
-from mmengine.model import BaseModule
-from mmengine.model.weight_init import trunc_normal_
 from mmengine.utils import to_2tuple
-from torch.nn.modules.batchnorm import _BatchNorm
 
 from mmcpvt.registry import register_model
 from ..layers import (ConditionalPositionEncoding, LearnedPositionEmbedding,
                       TransformerBlock)
-from .utils import check_choice, is_pretrained_init, resolve_arch
+from .base import BaseBackbone
+from .utils import check_choice, resolve_arch
 
 
 @register_model
-class PVTPEG(BaseModule):
+class PVTPEG(BaseBackbone):
     """PVT v1 with a PEG after the first block of every stage.
 
     Four stages of spatial-reduction transformer blocks at strides 4, 8, 16
@@ -72,8 +70,10 @@ class PVTPEG(BaseModule):
             eval mode during training. Defaults to False.
         with_cp (bool): Gradient checkpointing of the blocks.
             Defaults to False.
-        init_cfg (dict | list[dict], optional): Initialization config, e.g.
-            ``dict(type='Pretrained', checkpoint=..., prefix='backbone.')``.
+        init_cfg (dict | list[dict], optional): Initialization config;
+            None gives the transformer initialisation, a ``Pretrained``
+            entry loads a checkpoint (see :class:`BaseBackbone`).
+            Defaults to None.
     """
     arch_zoo = {
         **dict.fromkeys(['t', 'tiny'], {'depths': [2, 2, 2, 2]}),
@@ -110,13 +110,7 @@ class PVTPEG(BaseModule):
                  frozen_stages: int = -1,
                  norm_eval: bool = False,
                  with_cp: bool = False,
-                 init_cfg: Optional[Union[dict, list]] = [
-                     dict(type='TruncNormal', layer='Linear', std=.02),
-                     dict(type='Constant', layer='LayerNorm', val=1.,
-                          bias=0.),
-                     dict(type='Kaiming', layer='Conv2d', mode='fan_out',
-                          nonlinearity='relu', distribution='normal')
-                 ]):
+                 init_cfg: Optional[Union[dict, list]] = None):
         super().__init__(init_cfg=init_cfg)
         essential = ('embed_dims', 'num_heads', 'mlp_ratios', 'depths',
                      'sr_ratios')
@@ -231,13 +225,6 @@ class PVTPEG(BaseModule):
                              f'stages are 0 to {self.num_stages - 1}')
         return tuple(sorted(set(out_indices)))
 
-    def init_weights(self):
-        super().init_weights()
-        if is_pretrained_init(self.init_cfg):
-            return
-        if self.with_cls_token:
-            trunc_normal_(self.cls_token, std=.02)
-
     def _freeze_stages(self):
         for i in range(min(self.frozen_stages, self.num_stages)):
             frozen = [self.patch_embeds[i], self.stages[i], self.pegs[i],
@@ -247,15 +234,6 @@ class PVTPEG(BaseModule):
             for m in frozen:
                 m.eval()
                 m.requires_grad_(False)
-
-    def train(self, mode: bool = True):
-        super().train(mode)
-        self._freeze_stages()
-        if mode and self.norm_eval:
-            for m in self.modules():
-                if isinstance(m, _BatchNorm):
-                    m.eval()
-        return self
 
     @torch.jit.ignore
     def no_weight_decay(self):

@@ -15,10 +15,10 @@ from mmcv.cnn import build_norm_layer
 from mmcv.cnn.bricks.transformer import PatchEmbed
 from mmengine.model import BaseModule
 from mmengine.model.weight_init import trunc_normal_
-from torch.nn.modules.batchnorm import _BatchNorm
 
 from mmcpvt.registry import register_model
 from ..layers import ConditionalPositionEncoding, TransformerBlock
+from .base import BaseBackbone
 from .utils import check_choice, resolve_arch
 
 
@@ -135,7 +135,7 @@ class PatchMerging(BaseModule):
 
 
 @register_model
-class SwinPEG(BaseModule):
+class SwinPEG(BaseBackbone):
     """Swin Transformer with a PEG after the first block of each stage.
 
     Swin keeps its relative position bias; the PEG adds the conditional
@@ -171,7 +171,10 @@ class SwinPEG(BaseModule):
         norm_eval (bool): Keep BatchNorm layers in eval mode in training.
             Defaults to False.
         with_cp (bool): Gradient checkpointing. Defaults to False.
-        init_cfg (dict | list[dict], optional): Initialization config.
+        init_cfg (dict | list[dict], optional): Initialization config;
+            None gives the transformer initialisation, a ``Pretrained``
+            entry loads a checkpoint (see :class:`BaseBackbone`).
+            Defaults to None.
     """
     arch_zoo = {
         **dict.fromkeys(['t', 'tiny'], {
@@ -204,11 +207,7 @@ class SwinPEG(BaseModule):
                  frozen_stages: int = -1,
                  norm_eval: bool = False,
                  with_cp: bool = False,
-                 init_cfg: Optional[Union[dict, list]] = [
-                     dict(type='TruncNormal', layer='Linear', std=.02),
-                     dict(type='Constant', layer='LayerNorm', val=1.,
-                          bias=0.)
-                 ]):
+                 init_cfg: Optional[Union[dict, list]] = None):
         super().__init__(init_cfg=init_cfg)
         s = resolve_arch(arch, self.arch_zoo,
                          ('embed_dims', 'depths', 'num_heads'), 'SwinPEG')
@@ -306,15 +305,6 @@ class SwinPEG(BaseModule):
         for m in frozen:
             m.eval()
             m.requires_grad_(False)
-
-    def train(self, mode: bool = True):
-        super().train(mode)
-        self._freeze_stages()
-        if mode and self.norm_eval:
-            for m in self.modules():
-                if isinstance(m, _BatchNorm):
-                    m.eval()
-        return self
 
     @torch.jit.ignore
     def no_weight_decay(self):

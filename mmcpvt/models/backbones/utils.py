@@ -31,9 +31,3 @@ def resolve_arch(arch: Union[str, dict], arch_zoo: dict, essential: Iterable,
                          f'{sorted(missing)}; it needs {sorted(essential)}')
     return dict(arch)
 
-
-def is_pretrained_init(init_cfg) -> bool:
-    """Whether ``init_cfg`` loads a checkpoint (then no random init)."""
-    cfgs = init_cfg if isinstance(init_cfg, list) else [init_cfg]
-    return any(
-        isinstance(c, dict) and c.get('type') == 'Pretrained' for c in cfgs)

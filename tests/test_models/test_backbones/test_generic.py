@@ -70,3 +70,43 @@ def test_found_from_every_downstream_scope(name, cfg, scope):
         for type_name in (name, f'mmcpvt.{name}'):
             model = registry.build(dict(type=type_name, **cfg))
             assert type(model) is MODELS.get(name)
+
+
+@pytest.mark.parametrize('name, cfg', BACKBONES[:1] + BACKBONES[2:3])
+def test_pretrained_init_loads_a_classifier_checkpoint(name, cfg, tmp_path):
+    src = MODELS.build(dict(type=name, **cfg))
+    src.init_weights()
+    state = {f'backbone.{k}': v for k, v in src.state_dict().items()}
+    state['head.fc.weight'] = torch.zeros(3, 3)
+    path = tmp_path / 'cls.pth'
+    torch.save({'state_dict': state, 'meta': {}}, path)
+    dst = MODELS.build(
+        dict(type=name, **cfg,
+             init_cfg=dict(type='Pretrained', checkpoint=str(path),
+                           prefix='backbone.')))
+    dst.init_weights()
+    for k, v in src.state_dict().items():
+        assert torch.equal(v, dst.state_dict()[k]), k
+
+
+def test_missing_pretrained_checkpoint_is_explained(tmp_path):
+    name, cfg = BACKBONES[0]
+    model = MODELS.build(
+        dict(type=name, **cfg,
+             init_cfg=dict(type='Pretrained',
+                           checkpoint=str(tmp_path / 'none.pth'))))
+    with pytest.raises(FileNotFoundError, match='init_cfg=None'):
+        model.init_weights()
+
+
+@pytest.mark.parametrize('name, cfg', BACKBONES)
+def test_default_init_is_the_transformer_init(name, cfg):
+    model = MODELS.build(dict(type=name, **cfg))
+    model.init_weights()
+    for n, m in model.named_modules():
+        if isinstance(m, torch.nn.Linear):
+            assert m.weight.std() < 0.05, n  # trunc normal .02, not kaiming
+            if m.bias is not None:
+                assert not m.bias.any(), n
+        if isinstance(m, torch.nn.LayerNorm):
+            assert (m.weight == 1).all() and not m.bias.any(), n

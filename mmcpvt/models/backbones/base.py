@@ -1,0 +1,81 @@
+"""What every mmcpvt backbone shares: initialisation, freezing, norm_eval."""
+import math
+import os.path as osp
+
+import torch.nn as nn
+from mmengine.model import BaseModule
+from mmengine.model.weight_init import trunc_normal_
+from torch.nn.modules.batchnorm import _BatchNorm
+
+# Parameters initialised like a Linear weight (truncated normal, std .02).
+TRUNC_NORMAL_PARAMS = ('cls_token', 'pos_embed', 'relative_position_bias_table')
+
+
+class BaseBackbone(BaseModule):
+    """Base of the CPVT / PVTPEG / SwinPEG backbones.
+
+    ``init_cfg=None`` (the default) gives the transformer initialisation of
+    DeiT / PVT / Twins: truncated normal (std .02) for linear layers, class
+    tokens and position tables, ones/zeros for norms, fan-out normal for
+    convolutions (PEG, patch embeddings, spatial reduction). A ``Pretrained``
+    ``init_cfg`` loads a checkpoint instead (e.g. an ImageNet classifier with
+    ``prefix='backbone.'``); other ``init_cfg`` entries apply on top.
+
+    Subclasses implement ``_freeze_stages``; ``norm_eval`` (if set) keeps
+    BatchNorm layers in eval mode during training.
+    """
+    norm_eval = False
+
+    def init_weights(self):
+        cfgs = self.init_cfg if isinstance(self.init_cfg,
+                                           list) else [self.init_cfg]
+        pretrained = [
+            c for c in cfgs
+            if isinstance(c, dict) and c.get('type') == 'Pretrained'
+        ]
+        for cfg in pretrained:
+            ckpt = cfg.get('checkpoint')
+            if not ckpt or ('://' not in str(ckpt)
+                            and not osp.isfile(str(ckpt))):
+                raise FileNotFoundError(
+                    f'{type(self).__name__}: init_cfg asks for the pretrained '
+                    f'checkpoint {ckpt!r}, which does not exist. Train or '
+                    f'convert one (see tools/model_converters), point '
+                    f'model.backbone.init_cfg.checkpoint at it, or start '
+                    f'from random weights with '
+                    f'--cfg-options model.backbone.init_cfg=None')
+        if not pretrained:
+            self._default_init()
+        super().init_weights()
+
+    def _default_init(self):
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                trunc_normal_(m.weight, std=.02)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+            elif isinstance(m, (nn.LayerNorm, nn.GroupNorm, _BatchNorm)):
+                if m.weight is not None:
+                    nn.init.ones_(m.weight)
+                    nn.init.zeros_(m.bias)
+            elif isinstance(m, nn.Conv2d):
+                fan_out = m.kernel_size[0] * m.kernel_size[1] * \
+                    m.out_channels // m.groups
+                nn.init.normal_(m.weight, 0, math.sqrt(2.0 / fan_out))
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+        for name, p in self.named_parameters():
+            if name.rsplit('.', 1)[-1] in TRUNC_NORMAL_PARAMS:
+                trunc_normal_(p, std=.02)
+
+    def _freeze_stages(self):
+        """Put frozen parts in eval mode without gradients."""
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        self._freeze_stages()
+        if mode and self.norm_eval:
+            for m in self.modules():
+                if isinstance(m, _BatchNorm):
+                    m.eval()
+        return self

@@ -44,6 +44,10 @@ class CPVT(BaseBackbone):
             :class:`ConditionalPositionEncoding` (kernel_size, depthwise,
             num_layers, norm_cfg, act_cfg, padding_mode, frozen).
             Defaults to None.
+        peg_qk_only (bool): Add each PEG's encoding F(x) only to the query
+            and key inputs of the next encoder, not to the token stream (the
+            paper's Sec. 4.3 test that PEG acts as a position encoding).
+            Defaults to False.
         pos_embed (str): Absolute position embedding added after the patch
             embedding: 'none', 'learned' (DeiT's table, resized bicubically
             when the input size changes) or 'sincos2d'. Defaults to 'none'.
@@ -103,6 +107,7 @@ class CPVT(BaseBackbone):
                  in_channels: int = 3,
                  peg_positions: Sequence[int] = (0, ),
                  peg_cfg: Optional[dict] = None,
+                 peg_qk_only: bool = False,
                  pos_embed: str = 'none',
                  out_type: str = 'cls_token',
                  with_cls_token: Optional[bool] = None,
@@ -134,6 +139,12 @@ class CPVT(BaseBackbone):
         self.with_cls_token = with_cls_token
         self.num_extra_tokens = int(with_cls_token)
         self.peg_positions = self._check_peg_positions(peg_positions)
+        self.peg_qk_only = peg_qk_only
+        if peg_qk_only and self.num_layers - 1 in self.peg_positions:
+            raise ValueError(
+                f'CPVT: with peg_qk_only, a PEG after the last encoder '
+                f'({self.num_layers - 1}) has no next encoder to feed; '
+                f'remove it from peg_positions')
         self.out_indices = self._check_out_indices(out_indices)
         self.frozen_stages = frozen_stages
         self.with_cp = with_cp
@@ -248,6 +259,12 @@ class CPVT(BaseBackbone):
         # (B, H*W, C) -> (B, C, H, W)
         return x[:, n:].transpose(1, 2).reshape(B, C, *hw_shape)
 
+    def _apply_peg(self, key: str, x: torch.Tensor, hw_shape):
+        """Returns (tokens, encoding for the next encoder's q/k or None)."""
+        if self.peg_qk_only:
+            return x, self.pegs[key](x, hw_shape) - x
+        return self.pegs[key](x, hw_shape), None
+
     def forward(self, x: torch.Tensor) -> tuple:
         B = x.shape[0]
         x, hw_shape = self.patch_embed(x)  # (B, H*W, C)
@@ -256,17 +273,20 @@ class CPVT(BaseBackbone):
         if self.pos_embed is not None:
             x = self.pos_embed(x, hw_shape)
         x = self.drop_after_pos(x)
+        qk_pos = None
         if '-1' in self.pegs:
-            x = self.pegs['-1'](x, hw_shape)
+            x, qk_pos = self._apply_peg('-1', x, hw_shape)
 
         outs = []
         for i, layer in enumerate(self.layers):
             if self.with_cp and self.training and x.requires_grad:
-                x = cp.checkpoint(layer, x, use_reentrant=False)
+                x = cp.checkpoint(
+                    layer, x, None, qk_pos, use_reentrant=False)
             else:
-                x = layer(x)
+                x = layer(x, qk_pos=qk_pos)
+            qk_pos = None
             if str(i) in self.pegs:
-                x = self.pegs[str(i)](x, hw_shape)
+                x, qk_pos = self._apply_peg(str(i), x, hw_shape)
             if i == self.num_layers - 1:
                 x = self.norm(x)
             if i in self.out_indices:

@@ -79,13 +79,17 @@ class Attention(BaseModule):
                 x: torch.Tensor,
                 hw_shape: Optional[Sequence[int]] = None,
                 attn_bias: Optional[torch.Tensor] = None,
+                qk_pos: Optional[torch.Tensor] = None,
                 return_attn: bool = False):
         """Attend over the tokens x (B, N, C).
 
         ``hw_shape`` (H, W) is needed only with spatial reduction, where the
         N tokens must be exactly an H x W map. ``attn_bias`` is added to the
         attention logits (broadcast to (B, heads, N, N_kv)): Swin's relative
-        position bias and shift mask. With ``return_attn``, returns
+        position bias and shift mask. ``qk_pos`` (B, N, C) is added to the
+        input of the query and key projections only, not of the values (the
+        paper's "PEG on Q and K only" ablation; no spatial reduction). With
+        ``return_attn``, returns
         ``(out, attn)`` with ``attn`` of shape (B, heads, N, N_kv).
         """
         B, N, C = x.shape
@@ -96,6 +100,12 @@ class Attention(BaseModule):
             x_ = x.transpose(1, 2).reshape(B, C, H, W)
             x_ = self.norm(self.sr(x_).flatten(2).transpose(1, 2))
             k, v = self._split_heads(self.kv(x_), 2).unbind(0)
+        elif qk_pos is not None:
+            w, b = self.qkv.weight, self.qkv.bias
+            b_qk, b_v = (None, None) if b is None else (b[:2 * C], b[2 * C:])
+            q, k = self._split_heads(
+                F.linear(x + qk_pos, w[:2 * C], b_qk), 2).unbind(0)
+            v = self._split_heads(F.linear(x, w[2 * C:], b_v), 1)[0]
         else:
             q, k, v = self._split_heads(self.qkv(x), 3).unbind(0)
 

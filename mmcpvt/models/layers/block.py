@@ -66,7 +66,11 @@ class TransformerBlock(BaseModule):
 
     def forward(self,
                 x: torch.Tensor,
-                hw_shape: Optional[Sequence[int]] = None) -> torch.Tensor:
-        x = x + self.drop_path(self.attn(self.ln1(x), hw_shape))
+                hw_shape: Optional[Sequence[int]] = None,
+                qk_pos: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``qk_pos``: a position encoding for queries and keys only (see
+        :class:`Attention`)."""
+        x = x + self.drop_path(
+            self.attn(self.ln1(x), hw_shape, qk_pos=qk_pos))
         x = x + self.drop_path(self.ffn(self.ln2(x)))
         return x

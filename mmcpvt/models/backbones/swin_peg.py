@@ -231,7 +231,7 @@ class SwinPEG(BaseBackbone):
         self.norm_eval = norm_eval
         self.with_cp = with_cp
         dims = [s['embed_dims'] * 2**i for i in range(self.num_stages)]
-        self.num_features = dims
+        self.embed_dims = dims  # per stage
 
         self.patch_embed = PatchEmbed(
             in_channels=in_channels,

@@ -1,11 +1,15 @@
 """What every mmcpvt backbone shares: initialisation, freezing, norm_eval."""
 import math
 import os.path as osp
+from typing import Optional
 
 import torch.nn as nn
+from mmengine.logging import MMLogger
 from mmengine.model import BaseModule
 from mmengine.model.weight_init import trunc_normal_
 from torch.nn.modules.batchnorm import _BatchNorm
+
+from mmcpvt.utils.convert import CONVERTERS, detect_family
 
 # Parameters initialised like a Linear weight (truncated normal, std .02).
 TRUNC_NORMAL_PARAMS = ('cls_token', 'pos_embed', 'relative_position_bias_table')
@@ -21,10 +25,34 @@ class BaseBackbone(BaseModule):
     ``init_cfg`` loads a checkpoint instead (e.g. an ImageNet classifier with
     ``prefix='backbone.'``); other ``init_cfg`` entries apply on top.
 
+    Official / timm checkpoints of ``checkpoint_family`` are converted when
+    loaded (a state-dict pre-hook), so ``init_cfg`` (without ``prefix``) and
+    ``load_state_dict`` take them as they are.
+
     Subclasses implement ``_freeze_stages``; ``norm_eval`` (if set) keeps
     BatchNorm layers in eval mode during training.
     """
     norm_eval = False
+    checkpoint_family: Optional[str] = None  # see mmcpvt.utils.convert
+
+    def __init__(self, init_cfg=None):
+        super().__init__(init_cfg=init_cfg)
+        self._register_load_state_dict_pre_hook(self._convert_official_keys)
+
+    def _convert_official_keys(self, state_dict, prefix, *args):
+        keys = [k for k in state_dict if k.startswith(prefix)]
+        local = {k[len(prefix):]: state_dict[k] for k in keys}
+        if self.checkpoint_family is None or detect_family(
+                local) != self.checkpoint_family:
+            return
+        converted, report = CONVERTERS[self.checkpoint_family](
+            local, with_head=False)
+        for k in keys:
+            del state_dict[k]
+        state_dict.update({prefix + k: v for k, v in converted.items()})
+        MMLogger.get_current_instance().info(
+            f'{type(self).__name__}: converted an official checkpoint at '
+            f'load time\n{report.summary()}')
 
     def init_weights(self):
         cfgs = self.init_cfg if isinstance(self.init_cfg,

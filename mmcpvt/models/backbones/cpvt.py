@@ -77,6 +77,7 @@ class CPVT(BaseBackbone):
             entry loads a checkpoint (see :class:`BaseBackbone`).
             Defaults to None.
     """
+    checkpoint_family = 'deit'
     arch_zoo = {
         **dict.fromkeys(['t', 'tiny', 'deit-tiny'], {
             'embed_dims': 192,

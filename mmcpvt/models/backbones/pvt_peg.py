@@ -75,6 +75,7 @@ class PVTPEG(BaseBackbone):
             entry loads a checkpoint (see :class:`BaseBackbone`).
             Defaults to None.
     """
+    checkpoint_family = 'twins'
     arch_zoo = {
         **dict.fromkeys(['t', 'tiny'], {'depths': [2, 2, 2, 2]}),
         **dict.fromkeys(['s', 'small'], {'depths': [3, 4, 6, 3]}),

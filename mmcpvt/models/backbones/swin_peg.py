@@ -176,6 +176,7 @@ class SwinPEG(BaseBackbone):
             entry loads a checkpoint (see :class:`BaseBackbone`).
             Defaults to None.
     """
+    checkpoint_family = 'swin'
     arch_zoo = {
         **dict.fromkeys(['t', 'tiny'], {
             'embed_dims': 96, 'depths': [2, 2, 6, 2],

@@ -1,0 +1,309 @@
+"""Converters from the official / timm checkpoints to mmcpvt's backbones.
+
+Each converter maps a classification state dict of one family to our keys and
+returns a :class:`ConversionReport` that says what was mapped and what was
+dropped and why. Backbones apply the same converters at load time (a
+state-dict pre-hook), so a config can point ``init_cfg`` straight at an
+official file.
+
+Families:
+    twins: official Twins PCPVT / timm ``twins_pcpvt_*`` -> ``PVTPEG``
+    deit: official DeiT / timm ``deit_*`` / ``vit_*`` -> ``CPVT``
+    swin: official Swin / timm ``swin_*`` -> ``SwinPEG``
+"""
+import re
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Tuple
+
+import torch
+
+# A key that only each family's checkpoints have.
+SIGNATURES = {
+    'twins': re.compile(r'^pos_block\.\d+\.proj\.0\.weight$'),
+    'deit': re.compile(r'^blocks\.\d+\.attn\.qkv\.weight$'),
+    'swin': re.compile(r'^layers\.\d+\.blocks\.\d+\.attn\.qkv\.weight$'),
+    'mmcpvt': re.compile(r'^(backbone\.)?(layers|stages)\.\d+\.(\d+\.)?ln1'
+                         r'\.weight$'),
+}
+TOOLS = {
+    'twins': 'tools/model_converters/twins2mmcpvt.py',
+    'deit': 'tools/model_converters/deit2mmcpvt.py',
+    'swin': 'tools/model_converters/swin2mmcpvt.py',
+}
+
+
+@dataclass
+class ConversionReport:
+    family: str
+    mapped: Dict[str, str] = field(default_factory=dict)
+    dropped: Dict[str, str] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        lines = [f'{self.family}: mapped {len(self.mapped)} tensors, '
+                 f'dropped {len(self.dropped)}']
+        reasons = {}
+        for key, why in self.dropped.items():
+            reasons.setdefault(why, []).append(key)
+        for why, keys in reasons.items():
+            shown = ', '.join(keys[:4]) + (' ...' if len(keys) > 4 else '')
+            lines.append(f'  dropped {len(keys)} ({why}): {shown}')
+        return '\n'.join(lines)
+
+
+def detect_family(state_dict) -> str:
+    """The family whose signature key the state dict has, or 'unknown'."""
+    for family, pattern in SIGNATURES.items():
+        if any(pattern.match(k) for k in state_dict):
+            return family
+    return 'unknown'
+
+
+def unwrap(checkpoint) -> dict:
+    """The state dict inside an official, timm or mmengine checkpoint."""
+    for key in ('state_dict', 'model', 'model_ema', 'module'):
+        if isinstance(checkpoint, dict) and isinstance(
+                checkpoint.get(key), dict):
+            return checkpoint[key]
+    return checkpoint
+
+
+def _check_family(state_dict, expected: str):
+    family = detect_family(state_dict)
+    if family == expected:
+        return
+    hint = (f'; use {TOOLS[family]}' if family in TOOLS else
+            '; it is already in mmcpvt format' if family == 'mmcpvt' else '')
+    sample = ', '.join(list(state_dict)[:3])
+    raise ValueError(
+        f'expected a {expected} checkpoint (a key like '
+        f'{SIGNATURES[expected].pattern!r}), but this looks like '
+        f'{family} (keys {sample}, ...){hint}')
+
+
+def _apply_rules(state_dict, rules: list, report: ConversionReport,
+                 drop: List[Tuple[str, str]]):
+    """Rename keys by the first ``(pattern, repl)`` rule that matches the
+    whole key; ``repl`` is a ``re`` template or a function of the match
+    returning the new key (None: no counterpart)."""
+    out = OrderedDict()
+    for key, value in state_dict.items():
+        why = next((w for p, w in drop if re.fullmatch(p, key)), None)
+        if why is not None:
+            report.dropped[key] = why
+            continue
+        new = None
+        for pattern, repl in rules:
+            m = re.fullmatch(pattern, key)
+            if m:
+                new = repl(m) if callable(repl) else m.expand(repl)
+                break
+        if new is None:
+            report.dropped[key] = 'no counterpart in mmcpvt'
+            continue
+        out[new] = value
+        report.mapped[key] = new
+    return out
+
+
+# Inside a transformer block: timm / official names -> ours.
+BLOCK_SUFFIXES = [('norm1.', 'ln1.'), ('norm2.', 'ln2.'),
+                  ('mlp.fc1.', 'ffn.layers.0.0.'),
+                  ('mlp.fc2.', 'ffn.layers.1.'), ('attn.', 'attn.')]
+
+
+def _block_key(prefix: str, suffix: str):
+    for old, new in BLOCK_SUFFIXES:
+        if suffix.startswith(old):
+            return prefix + new + suffix[len(old):]
+    return None
+
+
+def _split_head(state_dict, head_keys, report, with_head):
+    """Move the classifier to mmpretrain's ``head.fc`` (or drop it)."""
+    head = OrderedDict()
+    for key, new in head_keys.items():
+        if key in state_dict:
+            if with_head:
+                head[new] = state_dict[key]
+                report.mapped[key] = new
+            else:
+                report.dropped[key] = 'classifier head (backbone only)'
+    rest = OrderedDict(
+        (k, v) for k, v in state_dict.items() if k not in head_keys)
+    return rest, head
+
+
+def convert_twins(state_dict, with_head: bool = True
+                  ) -> Tuple[OrderedDict, ConversionReport]:
+    """Official Twins PCPVT / timm ``twins_pcpvt_*`` -> PVTPEG keys.
+
+    With ``with_head``, the classifier goes to ``head.fc.*`` and backbone
+    keys get the ``backbone.`` prefix (an mmpretrain ImageClassifier);
+    otherwise the bare backbone keys are returned.
+    """
+    _check_family(state_dict, 'twins')
+    report = ConversionReport('twins')
+    state_dict, head = _split_head(state_dict, {
+        'head.weight': 'head.fc.weight',
+        'head.bias': 'head.fc.bias'
+    }, report, with_head)
+    num_stages = 1 + max(
+        int(k.split('.')[1]) for k in state_dict
+        if k.startswith('patch_embeds.'))
+    rules = [
+        (r'patch_embeds\.(\d+)\.proj\.(.*)', r'patch_embeds.\1.projection.\2'),
+        (r'patch_embeds\.(\d+)\.norm\.(.*)', r'patch_embeds.\1.norm.\2'),
+        (r'pos_block\.(\d+)\.(.*)', r'pegs.\1.0.\2'),
+        (r'norm\.(.*)', rf'norms.{num_stages - 1}.\1'),
+        (r'blocks\.(\d+)\.(\d+)\.(.*)',
+         lambda m: _block_key(f'stages.{m[1]}.{m[2]}.', m[3])),
+    ]
+    out = _apply_rules(state_dict, rules, report, drop=[])
+    # Stages without spatial reduction: our attention fuses q and kv.
+    for q_key in [k for k in out if re.match(r'.*\.attn\.q\.weight$', k)]:
+        stem = q_key[:-len('q.weight')]
+        if stem + 'sr.weight' in out:
+            continue
+        for kind in ('weight', 'bias'):
+            if stem + f'q.{kind}' in out:
+                out[stem + f'qkv.{kind}'] = torch.cat(
+                    (out.pop(stem + f'q.{kind}'),
+                     out.pop(stem + f'kv.{kind}')))
+    return _finish(out, head, with_head), report
+
+
+def convert_deit(state_dict, with_head: bool = True,
+                 drop_pos_embed: bool = False
+                 ) -> Tuple[OrderedDict, ConversionReport]:
+    """Official DeiT / timm ``deit_*`` -> CPVT keys (``pos_embed='learned'``
+    exactly; with ``drop_pos_embed``, a warm start for CPVT without it).
+
+    Distilled DeiT's distillation token and head are dropped.
+    """
+    _check_family(state_dict, 'deit')
+    report = ConversionReport('deit')
+    state_dict, head = _split_head(state_dict, {
+        'head.weight': 'head.fc.weight',
+        'head.bias': 'head.fc.bias'
+    }, report, with_head)
+    rules = [
+        (r'cls_token', 'cls_token'),
+        (r'pos_embed', 'pos_embed.pos_embed'),
+        (r'patch_embed\.proj\.(.*)', r'patch_embed.projection.\1'),
+        (r'norm\.(.*)', r'norm.\1'),
+        (r'blocks\.(\d+)\.(.*)',
+         lambda m: _block_key(f'layers.{m[1]}.', m[2])),
+    ]
+    drop = [(r'dist_token|head_dist\..*', 'distillation token / head'),
+            (r'fc_norm\..*', 'GAP norm of ViT variants')]
+    if drop_pos_embed:
+        drop.append((r'pos_embed', 'learned position table removed '
+                     '(--drop-pos-embed): CPVT uses PEGs'))
+    out = _apply_rules(state_dict, rules, report, drop)
+    if 'pos_embed.pos_embed' in out and out['pos_embed.pos_embed'].shape[
+            1] % 2 == 0 and 'dist_token' in report.dropped:
+        # distilled DeiT: (1, 2 + N, C) -> drop the distillation slot
+        pe = out['pos_embed.pos_embed']
+        out['pos_embed.pos_embed'] = torch.cat((pe[:, :1], pe[:, 2:]), 1)
+    return _finish(out, head, with_head), report
+
+
+def convert_swin(state_dict, with_head: bool = True
+                 ) -> Tuple[OrderedDict, ConversionReport]:
+    """Official Swin / timm ``swin_*`` -> SwinPEG keys.
+
+    timm (1.x) puts the patch merging at the start of stage i > 0, the
+    official code at the end of stage i < last; both map to
+    ``downsamples.i``. The new PEG weights are not in the checkpoint.
+    """
+    _check_family(state_dict, 'swin')
+    report = ConversionReport('swin')
+    state_dict, head = _split_head(state_dict, {
+        'head.weight': 'head.fc.weight',
+        'head.bias': 'head.fc.bias',
+        'head.fc.weight': 'head.fc.weight',
+        'head.fc.bias': 'head.fc.bias'
+    }, report, with_head)
+    official = 'layers.0.downsample.reduction.weight' in state_dict
+    shift = 0 if official else -1
+
+    def downsample(m):
+        return f'downsamples.{int(m.group(1)) + shift}.{m.group(2)}'
+
+    rules = [
+        (r'patch_embed\.proj\.(.*)', r'patch_embed.projection.\1'),
+        (r'patch_embed\.norm\.(.*)', r'patch_embed.norm.\1'),
+        (r'layers\.(\d+)\.blocks\.(\d+)\.attn\.relative_position_bias_table',
+         r'stages.\1.\2.relative_position_bias_table'),
+        (r'norm\.(.*)', r'norm.\1'),
+        (r'layers\.(\d+)\.blocks\.(\d+)\.(.*)',
+         lambda m: _block_key(f'stages.{m[1]}.{m[2]}.', m[3])),
+    ]
+    drop = [(r'.*relative_position_index|.*attn_mask',
+             'buffer, recomputed by SwinPEG')]
+    merged = OrderedDict()
+    for key in list(state_dict):
+        m = re.match(r'layers\.(\d+)\.downsample\.(.*)', key)
+        if m:
+            merged[downsample(m)] = state_dict[key]
+            report.mapped[key] = downsample(m)
+    rest = OrderedDict((k, v) for k, v in state_dict.items()
+                       if k not in report.mapped)
+    out = _apply_rules(rest, rules, report, drop)
+    out.update(merged)
+    return _finish(out, head, with_head), report
+
+
+def _finish(backbone: OrderedDict, head: OrderedDict, with_head: bool):
+    if not with_head:
+        return backbone
+    out = OrderedDict((f'backbone.{k}', v) for k, v in backbone.items())
+    out.update(head)
+    return out
+
+
+CONVERTERS: Dict[str, Callable] = {
+    'twins': convert_twins,
+    'deit': convert_deit,
+    'swin': convert_swin,
+}
+
+
+def convert_file(src: str, dst: str, family: str, **kwargs) -> str:
+    """Convert the checkpoint file ``src`` of ``family`` into an mmcpvt
+    classifier checkpoint at ``dst``; returns the report's summary."""
+    try:
+        checkpoint = torch.load(src, map_location='cpu', weights_only=True)
+    except FileNotFoundError:
+        raise FileNotFoundError(f'no checkpoint at {src}') from None
+    except Exception as e:  # the unpickler names the refused global
+        raise ValueError(
+            f'{src} cannot be loaded safely (weights_only): {e}. Re-save '
+            f'its state dict alone, e.g. torch.save(ckpt["model"], path), '
+            f'in an environment you trust.') from None
+    converted, report = CONVERTERS[family](unwrap(checkpoint), **kwargs)
+    torch.save({'state_dict': converted,
+                'meta': {'converted_from': src, 'family': family}}, dst)
+    return report.summary()
+
+
+def cli(family: str, doc: str, argv=None):
+    """The command line of ``tools/model_converters/<family>2mmcpvt.py``."""
+    import argparse
+    parser = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument('src', help='official / timm checkpoint')
+    parser.add_argument('dst', help='where to write the mmcpvt checkpoint')
+    if family == 'deit':
+        parser.add_argument(
+            '--drop-pos-embed', action='store_true',
+            help='leave the learned position table out (warm start for '
+            'CPVT)')
+    args = vars(parser.parse_args(argv))
+    src, dst = args.pop('src'), args.pop('dst')
+    try:
+        print(convert_file(src, dst, family, **args))
+    except (FileNotFoundError, ValueError) as e:
+        raise SystemExit(f'error: {e}')
+    print(f'saved {dst}')

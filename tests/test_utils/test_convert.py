@@ -1,0 +1,171 @@
+"""Converted timm checkpoints give timm's logits in our models.
+
+timm is the reference implementation; its models are built with random
+weights (no download), converted, and loaded with strict keys.
+"""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import timm
+import torch
+from mmengine.registry import init_default_scope
+
+import mmcpvt  # noqa: F401
+from mmcpvt.utils.convert import (convert_deit, convert_swin, convert_twins,
+                                  detect_family)
+
+ROOT = Path(__file__).parents[2]
+
+
+def classifier(backbone, in_channels):
+    from mmpretrain.registry import MODELS
+    init_default_scope('mmpretrain')
+    model = MODELS.build(
+        dict(type='ImageClassifier', backbone=backbone,
+             head=dict(type='LinearClsHead', num_classes=1000,
+                       in_channels=in_channels)))
+    return model.eval()
+
+
+def timm_model(name):
+    torch.manual_seed(0)
+    model = timm.create_model(name, pretrained=False).eval()
+    # timm zero-initialises some layers (e.g. heads): randomise everything
+    # so that every converted tensor matters.
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.02)
+    return model
+
+
+def max_diff(ref, ours, sizes):
+    diffs = []
+    for size in sizes:
+        x = torch.randn(2, 3, size, size)
+        with torch.no_grad():
+            diffs.append((ref(x) - ours(x, mode='tensor')).abs().max().item())
+    return max(diffs)
+
+
+@pytest.mark.parametrize('name, arch', [
+    ('twins_pcpvt_small', 'small'),
+    ('twins_pcpvt_base', 'medium'),
+    ('twins_pcpvt_large', 'large'),
+])
+def test_twins_pcpvt_logits_match(name, arch):
+    ref = timm_model(name)
+    converted, report = convert_twins(ref.state_dict())
+    ours = classifier(dict(type='PVTPEG', arch=arch,
+                           out_type='avg_featmap'), 512)
+    ours.load_state_dict(converted, strict=True)
+    diff = max_diff(ref, ours, [224, 256])
+    print(f'{name}: max |logit diff| {diff:.2e}')
+    assert diff <= 1e-4
+    assert not report.dropped
+
+
+@pytest.mark.parametrize('name, arch, dims', [
+    ('deit_tiny_patch16_224', 'tiny', 192),
+    ('deit_small_patch16_224', 'small', 384),
+    ('deit_base_patch16_224', 'base', 768),
+])
+def test_deit_logits_match(name, arch, dims):
+    ref = timm_model(name)
+    converted, _ = convert_deit(ref.state_dict())
+    ours = classifier(dict(type='CPVT', arch=arch, pos_embed='learned',
+                           peg_positions=()), dims)
+    ours.load_state_dict(converted, strict=True)
+    diff = max_diff(ref, ours, [224])
+    print(f'{name}: max |logit diff| {diff:.2e}')
+    assert diff <= 1e-4
+
+
+def test_deit_without_position_table_is_a_cpvt_warm_start():
+    ref = timm_model('deit_tiny_patch16_224')
+    converted, report = convert_deit(ref.state_dict(), drop_pos_embed=True)
+    assert 'pos_embed' in report.dropped
+    cpvt = classifier(dict(type='CPVT', arch='tiny'), 192)
+    missing, unexpected = cpvt.load_state_dict(converted, strict=False)
+    assert sorted(missing) == ['backbone.pegs.0.proj.0.bias',
+                               'backbone.pegs.0.proj.0.weight']
+    assert not unexpected
+
+
+def test_swin_logits_match_and_pegs_are_new():
+    ref = timm_model('swin_tiny_patch4_window7_224')
+    converted, _ = convert_swin(ref.state_dict())
+    no_peg = classifier(dict(type='SwinPEG', arch='tiny',
+                             out_type='avg_featmap',
+                             peg_positions=((), ) * 4), 768)
+    no_peg.load_state_dict(converted, strict=True)
+    diff = max_diff(ref, no_peg, [224])
+    print(f'swin_tiny_patch4_window7_224: max |logit diff| {diff:.2e}')
+    assert diff <= 1e-4
+    with_peg = classifier(dict(type='SwinPEG', arch='tiny',
+                               out_type='avg_featmap'), 768)
+    missing, unexpected = with_peg.load_state_dict(converted, strict=False)
+    assert not unexpected
+    assert missing and all('.pegs.' in k for k in missing)
+
+
+def test_official_swin_layout_maps_patch_merging_to_the_same_place():
+    """The official code keeps patch merging at the end of stage i, timm at
+    the start of stage i + 1: both become downsamples.i."""
+    sd = timm_model('swin_tiny_patch4_window7_224').state_dict()
+    official = {}
+    for k, v in sd.items():
+        if '.downsample.' in k:
+            i = int(k.split('.')[1])
+            k = k.replace(f'layers.{i}.', f'layers.{i - 1}.')
+        official[k] = v
+    a, _ = convert_swin(sd)
+    b, _ = convert_swin(official)
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_official_files_load_through_init_cfg(tmp_path):
+    ref = timm_model('twins_pcpvt_small')
+    path = tmp_path / 'pcpvt_small.pth'
+    torch.save(ref.state_dict(), path)
+    from mmcpvt.registry import MODELS
+    model = MODELS.build(
+        dict(type='PVTPEG', arch='small', out_type='avg_featmap',
+             init_cfg=dict(type='Pretrained', checkpoint=str(path))))
+    model.init_weights()
+    expected, _ = convert_twins(ref.state_dict(), with_head=False)
+    state = model.state_dict()
+    assert all(torch.equal(state[k], v) for k, v in expected.items())
+
+
+@pytest.mark.parametrize('convert, wrong, tool', [
+    (convert_twins, 'deit_tiny_patch16_224', 'deit2mmcpvt'),
+    (convert_deit, 'swin_tiny_patch4_window7_224', 'swin2mmcpvt'),
+    (convert_swin, 'twins_pcpvt_small', 'twins2mmcpvt'),
+])
+def test_wrong_family_is_refused(convert, wrong, tool):
+    sd = timm.create_model(wrong, pretrained=False).state_dict()
+    with pytest.raises(ValueError, match=tool):
+        convert(sd)
+
+
+def test_cli_converts_and_reports(tmp_path):
+    ref = timm_model('twins_pcpvt_small')
+    src, dst = tmp_path / 'src.pth', tmp_path / 'dst.pth'
+    torch.save({'model': ref.state_dict()}, src)
+    out = subprocess.run(
+        [sys.executable, 'tools/model_converters/twins2mmcpvt.py', str(src),
+         str(dst)], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert 'twins: mapped' in out.stdout and 'dropped 0' in out.stdout
+    ckpt = torch.load(dst, weights_only=True)
+    assert detect_family(ckpt['state_dict']) == 'mmcpvt'
+    ours = classifier(dict(type='PVTPEG', arch='small',
+                           out_type='avg_featmap'), 512)
+    ours.load_state_dict(ckpt['state_dict'], strict=True)
+    bad = subprocess.run(
+        [sys.executable, 'tools/model_converters/swin2mmcpvt.py', str(src),
+         str(dst)], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode != 0 and 'twins2mmcpvt' in bad.stderr

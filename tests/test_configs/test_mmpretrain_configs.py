@@ -84,6 +84,7 @@ PARAMS = {
     'ablations/cpvt-tiny-fixed_4xb256_in1k.py': CPVT_TI,
     'ablations/cpvt-tiny-fixed-learned-init_4xb256_in1k.py': CPVT_TI,
     'ablations/cpvt-tiny-no-zero-pad_4xb256_in1k.py': CPVT_TI,
+    'ablations/cpvt-tiny-qk-only_4xb256_in1k.py': CPVT_TI,
     # other position encodings
     'ablations/cpvt-tiny-learned-pe_4xb256_in1k.py': CPVT_TI + _table(192),
     'ablations/deit-tiny-sincos2d_4xb256_in1k.py': NOPE_TI,  # not learned
@@ -255,11 +256,6 @@ def test_pipeline_runs(cfg, split):
     assert tuple(results['inputs'].shape) == (3, 224, 224)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='CPVT keeps its PEGs in a torch nn.ModuleDict, which has no '
-    'init_weights, so mmengine never runs a PEG\'s own init_cfg; holding them '
-    'in mmengine.model.ModuleDict fixes it (then drop this marker)')
 def test_fixed_learned_init_loads_the_peg(tmp_path):
     cfg = Config.fromfile(
         osp.join(ROOT, 'configs', 'ablations',

@@ -10,6 +10,7 @@ import torch.nn as nn
 import torch.utils.checkpoint as cp
 from mmcv.cnn import build_norm_layer
 from mmcv.cnn.bricks.transformer import PatchEmbed
+from mmengine.model import ModuleDict, ModuleList
 from mmengine.utils import to_2tuple
 
 from mmcpvt.registry import register_model
@@ -176,14 +177,14 @@ class CPVT(BaseBackbone):
 
         peg_cfg = dict(peg_cfg or {})
         # ModuleDict keys are positions: 'pegs.0' follows encoder 0.
-        self.pegs = nn.ModuleDict({
+        self.pegs = ModuleDict({
             str(i): ConditionalPositionEncoding(self.embed_dims,
                                                 self.embed_dims, **peg_cfg)
             for i in self.peg_positions
         })
 
         dpr = torch.linspace(0, drop_path_rate, self.num_layers).tolist()
-        self.layers = nn.ModuleList([
+        self.layers = ModuleList([
             TransformerBlock(
                 embed_dims=self.embed_dims,
                 num_heads=self.arch_settings['num_heads'],

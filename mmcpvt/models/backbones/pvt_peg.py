@@ -12,6 +12,7 @@ import torch.nn as nn
 import torch.utils.checkpoint as cp
 from mmcv.cnn import build_norm_layer
 from mmcv.cnn.bricks.transformer import PatchEmbed
+from mmengine.model import ModuleDict, ModuleList
 from mmengine.utils import to_2tuple
 
 from mmcpvt.registry import register_model
@@ -143,12 +144,12 @@ class PVTPEG(BaseBackbone):
 
         img_size = to_2tuple(img_size)
         dpr = torch.linspace(0, drop_path_rate, sum(s['depths'])).tolist()
-        self.patch_embeds = nn.ModuleList()
-        self.pos_embeds = nn.ModuleList() if pos_embed == 'learned' else None
-        self.pos_drops = nn.ModuleList()
-        self.stages = nn.ModuleList()
-        self.pegs = nn.ModuleList()
-        self.norms = nn.ModuleList()
+        self.patch_embeds = ModuleList()
+        self.pos_embeds = ModuleList() if pos_embed == 'learned' else None
+        self.pos_drops = ModuleList()
+        self.stages = ModuleList()
+        self.pegs = ModuleList()
+        self.norms = ModuleList()
         peg_cfg = dict(peg_cfg or {})
         in_dims, stride, cur = in_channels, 1, 0
         for i in range(self.num_stages):
@@ -171,7 +172,7 @@ class PVTPEG(BaseBackbone):
                         dims, grid, int(last and self.with_cls_token)))
             self.pos_drops.append(nn.Dropout(drop_rate))
             self.stages.append(
-                nn.ModuleList([
+                ModuleList([
                     TransformerBlock(
                         embed_dims=dims,
                         num_heads=s['num_heads'][i],
@@ -186,7 +187,7 @@ class PVTPEG(BaseBackbone):
             # ModuleDict keys are positions: 'pegs.1.0' follows block 0 of
             # stage 1.
             self.pegs.append(
-                nn.ModuleDict({
+                ModuleDict({
                     str(p): ConditionalPositionEncoding(dims, dims, **peg_cfg)
                     for p in self.peg_positions[i]
                 }))

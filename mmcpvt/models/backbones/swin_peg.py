@@ -13,7 +13,7 @@ import torch.nn.functional as F
 import torch.utils.checkpoint as cp
 from mmcv.cnn import build_norm_layer
 from mmcv.cnn.bricks.transformer import PatchEmbed
-from mmengine.model import BaseModule
+from mmengine.model import BaseModule, ModuleDict, ModuleList
 from mmengine.model.weight_init import trunc_normal_
 
 from mmcpvt.registry import register_model
@@ -244,9 +244,9 @@ class SwinPEG(BaseBackbone):
             norm_cfg=norm_cfg)
         self.drop_after_pos = nn.Dropout(drop_rate)
         dpr = torch.linspace(0, drop_path_rate, sum(s['depths'])).tolist()
-        self.stages = nn.ModuleList()
-        self.pegs = nn.ModuleList()
-        self.downsamples = nn.ModuleList()
+        self.stages = ModuleList()
+        self.pegs = ModuleList()
+        self.downsamples = ModuleList()
         self.peg_positions = []
         cur = 0
         for i, depth in enumerate(s['depths']):
@@ -258,7 +258,7 @@ class SwinPEG(BaseBackbone):
                     f'range; allowed are -1 to {depth - 1}')
             self.peg_positions.append(pos)
             self.stages.append(
-                nn.ModuleList([
+                ModuleList([
                     SwinBlock(
                         dims[i],
                         s['num_heads'][i],
@@ -274,7 +274,7 @@ class SwinPEG(BaseBackbone):
             # ModuleDict keys are positions: 'pegs.2.0' follows block 0 of
             # stage 2.
             self.pegs.append(
-                nn.ModuleDict({
+                ModuleDict({
                     str(p): ConditionalPositionEncoding(
                         dims[i], dims[i], **dict(peg_cfg or {}))
                     for p in pos
@@ -284,7 +284,7 @@ class SwinPEG(BaseBackbone):
                     PatchMerging(dims[i], dims[i + 1], norm_cfg))
             cur += depth
         if out_type == 'featmap':
-            self.norms = nn.ModuleList([
+            self.norms = ModuleList([
                 build_norm_layer(norm_cfg, dims[i])[1]
                 if i in self.out_indices else nn.Identity()
                 for i in range(self.num_stages)

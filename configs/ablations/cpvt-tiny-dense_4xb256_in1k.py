@@ -1,0 +1,5 @@
+# One dense (not depth-wise) 3x3 convolution as the PEG (position 0).
+# Paper, tab:ablation_peg_form: 72.3 top-1.
+_base_ = '../cpvt/cpvt-tiny_4xb256_in1k.py'
+
+model = dict(backbone=dict(peg_cfg=dict(depthwise=False)))

@@ -1,14 +1,18 @@
-"""Generic checks over every mmpretrain config (configs/cpvt, ablations).
+"""Generic checks over every mmpretrain config (configs/cpvt, ablations, and
+the ImageNet-1k configs of configs/pvt_peg and configs/swin_peg).
 
 Each config must load, say what it imports, build a model that classifies a
 small image (any size: no position table is tied to 224) and a training loss
 through its own data preprocessor and batch augments, build its optimizer,
-run its pipelines, and carry the DeiT recipe that the paper keeps (appendix,
-"The Hyperparameters of CPVT").
+run its pipelines, and carry its family's recipe: DeiT's, which CPVT keeps
+(appendix, "The Hyperparameters of CPVT"), PVT's (DeiT's with PVT's drop path
+and clipping) or Swin's; PVT+PEG and Swin+PEG use "the same training
+settings" as their baselines (Sec. 4.4).
 """
 import glob
 import math
 import os.path as osp
+import re
 
 import numpy as np
 import pytest
@@ -25,8 +29,19 @@ import mmcpvt  # noqa: F401  (registers CPVT and the PEG)
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIGS = sorted(
     glob.glob(osp.join(ROOT, 'configs', 'cpvt', '*.py')) +
-    glob.glob(osp.join(ROOT, 'configs', 'ablations', '*.py')))
+    glob.glob(osp.join(ROOT, 'configs', 'ablations', '*.py')) +
+    # the folders also hold mmdet / mmseg configs (tests/test_configs/
+    # test_dense_configs.py)
+    glob.glob(osp.join(ROOT, 'configs', 'pvt_peg', '*in1k*.py')) +
+    glob.glob(osp.join(ROOT, 'configs', 'swin_peg', '*in1k*.py')))
 IDS = [osp.relpath(p, osp.join(ROOT, 'configs')) for p in CONFIGS]
+# Model families: folder -> (backbone type, metafile)
+FAMILIES = {
+    'cpvt': ('CPVT', 'cpvt/metafile.yml'),
+    'ablations': ('CPVT', None),
+    'pvt_peg': ('PVTPEG', 'pvt_peg/metafile_in1k.yml'),
+    'swin_peg': ('SwinPEG', 'swin_peg/metafile_in1k.yml'),
+}
 
 
 def _peg(C, k=3):
@@ -93,12 +108,61 @@ PARAMS = {
     'ablations/deit-tiny-gap_4xb256_in1k.py': DEIT_TI - 192 - 192,
 }
 
+# PVT v1 (+ PEG + GAP), 1000-class head. PVT-S/M+PEG+GAP are Twins-PCPVT-S/B,
+# whose training logs (Meituan-AutoML/Twins, logs/pcpvt_{s,b}.txt) report
+# 24,106,216 and 43,828,456; tiny is counted on the built model.
+PVT_T_PEG_GAP, PVT_S_PEG_GAP, PVT_M_PEG_GAP = (12_849_640, 24_106_216,
+                                               43_828_456)
+PVT_DIMS = (64, 128, 320, 512)
+PVT_PEGS = sum(_peg(C) for C in PVT_DIMS)  # 10,240: one PEG per stage
+# PVT's learned tables at 224x224: 56x56, 28x28, 14x14, 7x7 tokens ...
+PVT_TABLES = sum((224 // s)**2 * C for s, C in zip((4, 8, 16, 32), PVT_DIMS))
+PVT_CLS = 512  # ... and the class token, with a slot of its own in table 4
+PVT_T = PVT_T_PEG_GAP - PVT_PEGS + PVT_TABLES + 2 * PVT_CLS  # 13,229,288
+# Swin-T: timm's swin_tiny_patch4_window7_224; a PEG per stage (96-768)
+SWIN_T = 28_288_354
+SWIN_T_PEG = SWIN_T + sum(_peg(96 * 2**i) for i in range(4))  # 28,302,754
+PARAMS.update({
+    'pvt_peg/pvt-t-peg-gap_8xb128_in1k.py': PVT_T_PEG_GAP,
+    'pvt_peg/pvt-s-peg-gap_8xb128_in1k.py': PVT_S_PEG_GAP,
+    'pvt_peg/pvt-m-peg-gap_8xb128_in1k.py': PVT_M_PEG_GAP,
+    'pvt_peg/pvt-t_8xb128_in1k.py': PVT_T,
+    'pvt_peg/pvt-s_8xb128_in1k.py':
+    PVT_S_PEG_GAP - PVT_PEGS + PVT_TABLES + 2 * PVT_CLS,
+    'pvt_peg/pvt-m_8xb128_in1k.py':
+    PVT_M_PEG_GAP - PVT_PEGS + PVT_TABLES + 2 * PVT_CLS,
+    # the paper's two ablations: tables + GAP; PEG + class token (no slot)
+    'pvt_peg/pvt-t-gap_8xb128_in1k.py': PVT_T_PEG_GAP - PVT_PEGS + PVT_TABLES,
+    'pvt_peg/pvt-t-peg_8xb128_in1k.py': PVT_T_PEG_GAP + PVT_CLS,
+    'swin_peg/swin-t_16xb64_in1k.py': SWIN_T,
+    'swin_peg/swin-t-peg_16xb64_in1k.py': SWIN_T_PEG,
+})
+# Each baseline is its PEG config with only the position encoding changed.
+BASELINES = {
+    'pvt_peg/pvt-t_8xb128_in1k.py': 'pvt_peg/pvt-t-peg-gap_8xb128_in1k.py',
+    'pvt_peg/pvt-s_8xb128_in1k.py': 'pvt_peg/pvt-s-peg-gap_8xb128_in1k.py',
+    'pvt_peg/pvt-m_8xb128_in1k.py': 'pvt_peg/pvt-m-peg-gap_8xb128_in1k.py',
+    'pvt_peg/pvt-t-gap_8xb128_in1k.py': 'pvt_peg/pvt-t-peg-gap_8xb128_in1k.py',
+    'pvt_peg/pvt-t-peg_8xb128_in1k.py': 'pvt_peg/pvt-t-peg-gap_8xb128_in1k.py',
+    'swin_peg/swin-t_16xb64_in1k.py': 'swin_peg/swin-t-peg_16xb64_in1k.py',
+}
+
 LR = 5e-4 * 1024 / 512  # DeiT's lr formula at the global batch of 1024
 
 
 @pytest.fixture(scope='module', autouse=True)
 def mmpretrain_scope():
     init_default_scope('mmpretrain')
+
+
+@pytest.fixture(scope='module', autouse=True)
+def one_thread():
+    # The inputs here are tiny: on a busy machine, more threads only wait on
+    # each other (a 64x88 forward of CPVT-Ti: ~1 s with 2, ~20 ms with 1).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope='module', params=CONFIGS, ids=IDS)
@@ -118,15 +182,25 @@ def _name(cfg):
     return osp.relpath(cfg.filename, osp.join(ROOT, 'configs'))
 
 
+def _family(name):
+    return name.split('/')[0]
+
+
 def test_every_config_has_a_reference_count():
     assert len([n for n in IDS if n.startswith('cpvt/')]) == 12
+    assert len([n for n in IDS if n.startswith('pvt_peg/')]) == 8
+    assert len([n for n in IDS if n.startswith('swin_peg/')]) == 2
     assert set(IDS) - set(PARAMS) == set(), 'add their counts to PARAMS'
     assert set(PARAMS) - set(IDS) == set(), 'these configs are gone'
 
 
-def test_metafile_matches_the_configs():
+METAFILES = sorted(m for _, m in FAMILIES.values() if m)
+
+
+@pytest.mark.parametrize('metafile', METAFILES)
+def test_metafile_matches_the_configs(metafile):
     import yaml
-    with open(osp.join(ROOT, 'configs', 'cpvt', 'metafile.yml')) as f:
+    with open(osp.join(ROOT, 'configs', metafile)) as f:
         meta = yaml.safe_load(f)
     listed = {}
     for m in meta['Models']:
@@ -134,8 +208,17 @@ def test_metafile_matches_the_configs():
         assert osp.isfile(osp.join(ROOT, m['Config'])), m['Config']
         assert m['Name'] == osp.splitext(osp.basename(name))[0]
         assert m['Metadata']['Parameters'] == PARAMS[name], name
+        assert m['In Collection'] in {c['Name'] for c in meta['Collections']}
         listed[name] = m
-    assert set(listed) == {n for n in IDS if n.startswith('cpvt/')}
+    family = osp.dirname(metafile)
+    assert set(listed) == {n for n in IDS if _family(n) == family}
+
+
+def test_model_index_imports_the_metafiles():
+    import yaml
+    with open(osp.join(ROOT, 'model-index.yml')) as f:
+        imports = yaml.safe_load(f)['Import']
+    assert {'configs/' + m for m in METAFILES} <= set(imports)
 
 
 def test_scope_and_imports(cfg):
@@ -143,7 +226,7 @@ def test_scope_and_imports(cfg):
     assert cfg.custom_imports == dict(
         imports=['mmcpvt'], allow_failed_imports=False)
     assert cfg.model.type == 'ImageClassifier'
-    assert cfg.model.backbone.type == 'CPVT'
+    assert cfg.model.backbone.type == FAMILIES[_family(_name(cfg))][0]
 
 
 def test_forward_any_size(model):
@@ -189,42 +272,75 @@ def test_optimizer_and_no_decay_groups(cfg, model):
         if not model.get_parameter(name).requires_grad:
             continue  # a frozen PEG: never updated
         no_decay = (
-            name.endswith(('.bias', 'cls_token', 'pos_embed.pos_embed'))
+            name.endswith(('.bias', 'cls_token', '.pos_embed',
+                           'relative_position_bias_table'))
             or model.get_parameter(name).ndim == 1)
         assert wd == (0. if no_decay else 0.05), name
 
 
+# Per family: warm-up epochs, its start factor, final lr, train sampler.
+# DeiT's (kept by CPVT, appendix) and PVT's (its main.py is DeiT's) are the
+# same; Swin's is microsoft/Swin-Transformer's config.py.
+SCHEDULES = {
+    'deit': (5, 1e-3, 1e-5, 'RepeatAugSampler'),
+    'swin': (20, 5e-4, 5e-6, 'DefaultSampler'),
+}
+
+
+def _recipe(name):
+    """(schedule, drop path, gradient clipping) that a config must carry."""
+    if name.startswith('swin_peg/'):
+        return 'swin', 0.2, 5.0  # Swin-T
+    if name.startswith('pvt_peg/pvt-m'):
+        return 'deit', 0.3, 1.0  # PVT's configs/pvt/pvt_medium.py
+    return 'deit', 0.1, None  # DeiT / CPVT, PVT-Tiny and -Small
+
+
 def test_recipe(cfg):
-    """The DeiT hyper-parameters that CPVT keeps (paper, appendix)."""
+    """The recipe of the config's family (see SCHEDULES and _recipe)."""
+    name = _name(cfg)
+    schedule, drop_path, clip = _recipe(name)
     opt = cfg.optim_wrapper.optimizer
     assert opt.lr == pytest.approx(LR)
     assert opt.weight_decay == 0.05
     assert opt.eps == 1e-8
-    assert cfg.optim_wrapper.get('clip_grad') is None  # "Gradient Clip. x"
+    if clip is None:  # DeiT / CPVT: "Gradient Clip. x"
+        assert cfg.optim_wrapper.get('clip_grad') is None
+    else:
+        assert cfg.optim_wrapper.clip_grad == dict(max_norm=clip)
     paramwise = cfg.optim_wrapper.paramwise_cfg
     assert paramwise.norm_decay_mult == 0. and paramwise.bias_decay_mult == 0.
-    assert paramwise.custom_keys['.cls_token'].decay_mult == 0.
-    assert paramwise.custom_keys['.pos_embed'].decay_mult == 0.
-    assert cfg.auto_scale_lr.base_batch_size == 1024
-    assert cfg.train_dataloader.batch_size * 4 == 1024  # 4xb256
+    assert all(v.decay_mult == 0. for v in paramwise.custom_keys.values())
+    if schedule == 'deit':
+        assert {'.cls_token', '.pos_embed'} <= set(paramwise.custom_keys)
+    else:
+        assert '.relative_position_bias_table' in paramwise.custom_keys
+    # the name's GPUs x images per GPU is the global batch of 1024
+    gpus, per_gpu = map(int, re.search(r'_(\d+)xb(\d+)_', name).groups())
+    assert cfg.train_dataloader.batch_size == per_gpu
+    assert gpus * per_gpu == cfg.auto_scale_lr.base_batch_size == 1024
 
+    warmup_epochs, start_factor, eta_min, sampler = SCHEDULES[schedule]
     warmup, cosine = cfg.param_scheduler
     assert warmup.type == 'LinearLR' and warmup.by_epoch
-    assert (warmup.begin, warmup.end) == (0, 5)  # 5 warm-up epochs
-    assert warmup.start_factor == 1e-3 and warmup.convert_to_iter_based
+    assert (warmup.begin, warmup.end) == (0, warmup_epochs)
+    assert warmup.start_factor == start_factor
+    assert warmup.convert_to_iter_based
     assert cosine.type == 'CosineAnnealingLR'
-    assert (cosine.begin, cosine.end) == (5, 300)
-    assert cosine.eta_min == 1e-5
+    assert (cosine.begin, cosine.end) == (warmup_epochs, 300)
+    assert cosine.eta_min == eta_min
     assert cfg.train_cfg.max_epochs == 300
 
     model = cfg.model
-    assert model.backbone.drop_path_rate == 0.1
+    assert model.backbone.drop_path_rate == drop_path
     assert model.head.loss == dict(
         type='LabelSmoothLoss', label_smooth_val=0.1, mode='original')
     augments = {a.type: a.alpha for a in model.train_cfg.augments}
     assert augments == {'Mixup': 0.8, 'CutMix': 1.0}
 
-    assert cfg.train_dataloader.sampler.type == 'RepeatAugSampler'
+    assert cfg.train_dataloader.sampler.type == sampler
+    if sampler == 'RepeatAugSampler':
+        assert cfg.train_dataloader.sampler.num_repeats == 3
     steps = {t.type: t for t in cfg.train_dataloader.dataset.pipeline}
     assert steps['RandomErasing'].erase_prob == 0.25
     assert steps['RandomErasing'].mode == 'rand'
@@ -234,10 +350,23 @@ def test_recipe(cfg):
     assert steps['RandomResizedCrop'].scale == 224
     assert cfg.val_evaluator == dict(type='Accuracy', topk=(1, 5))
     for loader, split in ((cfg.train_dataloader, 'train'),
-                          (cfg.val_dataloader, 'val')):
+                          (cfg.val_dataloader, 'val'),
+                          (cfg.test_dataloader, 'val')):
         assert loader.dataset.type == 'ImageNet'
         assert loader.dataset.data_root == 'data/imagenet'
         assert loader.dataset.split == split
+
+
+@pytest.mark.parametrize('baseline', sorted(BASELINES))
+def test_baseline_differs_only_in_position_encoding(baseline):
+    """"The same training settings to make a fair comparison" (Sec. 4.4)."""
+    cfgs = []
+    for name in (baseline, BASELINES[baseline]):
+        cfg = Config.fromfile(osp.join(ROOT, 'configs', name)).to_dict()
+        for key in ('pos_embed', 'peg_positions', 'out_type'):
+            cfg['model']['backbone'].pop(key, None)
+        cfgs.append(cfg)
+    assert cfgs[0] == cfgs[1]
 
 
 @pytest.mark.parametrize('split', ['train', 'val'])

@@ -1,0 +1,7 @@
+# Baseline: RetinaNet + PVT-Small (mmdet's backbone), 1x, COCO (40.4 mAP).
+_base_ = './retinanet_pvt-t_fpn_1x_coco.py'
+model = dict(
+    backbone=dict(
+        num_layers=[3, 4, 6, 3],
+        init_cfg=dict(checkpoint='https://github.com/whai362/PVT/'
+                      'releases/download/v2/pvt_small.pth')))

@@ -1,0 +1,208 @@
+"""Generic checks over every detection (mmdet) and segmentation (mmseg)
+config: configs/pvt_peg, configs/swin_peg and the entry point
+configs/retinanet_pvt_tiny_peg_1x_coco.py.
+
+Each config must load, build its model in its own default scope (the
+ImageNet checkpoint is not here, so the backbone starts from its own
+initialisation), give finite outputs of the expected number and shapes on a
+small batch, build its optimizer, and carry PVT's dense-prediction setting
+that CPVT keeps (Appendix "Evaluation on Segmentation and Detection"):
+AdamW lr 1e-4 / weight decay 1e-4, 12 or 36 epochs for RetinaNet, 80k
+iterations with poly decay for Semantic FPN. Parameter counts match the
+paper's Table "PVT+PEG" (RetinaNet 23/34/54 M, Semantic FPN 17/28/48 M).
+"""
+import glob
+import logging
+import math
+import os.path as osp
+
+import pytest
+import torch
+from mmengine.config import Config
+from mmengine.logging import MMLogger
+from mmengine.optim import build_optim_wrapper
+from mmengine.registry import init_default_scope
+from mmengine.utils import import_modules_from_strings
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+
+def _is_dense(path):
+    """A detection or segmentation config (ImageNet configs of the same
+    backbones may share the folders)."""
+    return Config.fromfile(path).get('default_scope') in ('mmdet', 'mmseg')
+
+
+CONFIGS = sorted(
+    p for p in glob.glob(osp.join(ROOT, 'configs', 'pvt_peg', '*.py')) +
+    glob.glob(osp.join(ROOT, 'configs', 'swin_peg', '*.py')) +
+    [osp.join(ROOT, 'configs', 'retinanet_pvt_tiny_peg_1x_coco.py')]
+    if _is_dense(p))
+IDS = [osp.relpath(p, osp.join(ROOT, 'configs')) for p in CONFIGS]
+ENTRY = 'retinanet_pvt_tiny_peg_1x_coco.py'
+
+# The paper's Table "PVT+PEG": parameters (M) of the whole detector /
+# segmentor, the same with and without PEG at this precision.
+PAPER_PARAMS_M = {
+    ('retinanet', 't'): 23, ('retinanet', 's'): 34, ('retinanet', 'm'): 54,
+    ('fpn', 't'): 17, ('fpn', 's'): 28, ('fpn', 'm'): 48,
+}
+H, W = 128, 160  # small, not square, a multiple of 32
+
+
+def _load(path):
+    cfg = Config.fromfile(path)
+    assert 'mmcpvt' in cfg.custom_imports['imports']
+    import_modules_from_strings(**cfg.custom_imports)
+    init_default_scope(cfg.default_scope)
+    return cfg
+
+
+def _registry(scope):
+    if scope == 'mmdet':
+        from mmdet.registry import MODELS
+    else:
+        from mmseg.registry import MODELS
+    return MODELS
+
+
+def _build(cfg, init_weights=True):
+    cfg.model.backbone.init_cfg = None  # no ImageNet checkpoint here
+    model = _registry(cfg.default_scope).build(cfg.model)
+    if not init_weights:
+        return model
+    logger = MMLogger.get_current_instance()
+    level = logger.level
+    logger.setLevel(logging.WARNING)  # init_weights logs every parameter
+    try:
+        model.init_weights()
+    finally:
+        logger.setLevel(level)
+    return model
+
+
+def _paper_key(path):
+    name = osp.basename(path)
+    if name == ENTRY:
+        return 'retinanet', 't'
+    algo = name.split('_')[0]
+    size = name.split('_')[1]  # 'pvt-t-peg', 'pvt-s', 'swin-t-peg', ...
+    if not size.startswith('pvt-'):
+        return None
+    return algo, size.split('-')[1]
+
+
+@pytest.mark.parametrize('path', CONFIGS, ids=IDS)
+def test_model_forward(path):
+    cfg = _load(path)
+    torch.manual_seed(0)
+    model = _build(cfg).eval()
+    key = _paper_key(path)
+    if key in PAPER_PARAMS_M:
+        params = sum(p.numel() for p in model.parameters())
+        assert round(params / 1e6) == PAPER_PARAMS_M[key], (
+            f'{path}: {params / 1e6:.2f} M parameters, the paper has '
+            f'{PAPER_PARAMS_M[key]} M')
+
+    inputs = torch.randn(2, 3, H, W)
+    with torch.no_grad():
+        out = model(inputs, mode='tensor')
+    if cfg.default_scope == 'mmdet':
+        cls_scores, bbox_preds = out
+        num_levels = cfg.model.neck.num_outs
+        assert len(cls_scores) == len(bbox_preds) == num_levels
+        head = cfg.model.bbox_head
+        anchors = len(head.anchor_generator.ratios) * \
+            head.anchor_generator.scales_per_octave
+        h, w = H, W
+        for level, stride in enumerate(head.anchor_generator.strides):
+            # FPN levels: exact strides 8-32, then stride-2 convs (ceil)
+            h, w = (H // stride, W // stride) if stride <= 32 else (
+                math.ceil(h / 2), math.ceil(w / 2))
+            assert cls_scores[level].shape == (2, anchors * head.num_classes,
+                                               h, w)
+            assert bbox_preds[level].shape == (2, anchors * 4, h, w)
+            assert torch.isfinite(cls_scores[level]).all()
+            assert torch.isfinite(bbox_preds[level]).all()
+    else:
+        head = cfg.model.decode_head
+        assert out.shape == (2, head.num_classes, H // 4, W // 4)
+        assert torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize('path', CONFIGS, ids=IDS)
+def test_pvt_setting(path):
+    """Optimizer and schedule of PVT's dense setting, kept by CPVT."""
+    cfg = _load(path)
+    name = osp.basename(path)
+    opt = cfg.optim_wrapper.optimizer
+    assert opt.type == 'AdamW'
+    assert opt.lr == 1e-4
+    swin = name.startswith('retinanet_swin')
+    # Swin keeps its own dense recipe (weight decay 0.05), see README
+    assert opt.weight_decay == (0.05 if swin else 1e-4)
+    if cfg.default_scope == 'mmdet':
+        epochs = 36 if '3x' in name else 12
+        assert cfg.train_cfg.type == 'EpochBasedTrainLoop'
+        assert cfg.train_cfg.max_epochs == epochs
+        warmup, steps = cfg.param_scheduler
+        assert (warmup.type, warmup.end, warmup.by_epoch) == ('LinearLR', 500,
+                                                              False)
+        assert steps.type == 'MultiStepLR' and steps.end == epochs
+        assert steps.milestones == ([27, 33] if epochs == 36 else [8, 11])
+        assert cfg.auto_scale_lr.base_batch_size == 16
+        assert cfg.train_dataloader.batch_size == 2  # x 8 GPUs
+        resize = cfg.train_dataloader.dataset.pipeline[2]
+        if '3x' in name:  # multi-scale training, shorter side 640-800
+            assert resize.type == 'RandomResize'
+            assert resize.scale == [(1333, 640), (1333, 800)]
+        else:
+            assert (resize.type, resize.scale) == ('Resize', (1333, 800))
+        assert cfg.val_evaluator.type == 'CocoMetric'
+    else:
+        assert cfg.train_cfg.type == 'IterBasedTrainLoop'
+        assert cfg.train_cfg.max_iters == 80000
+        (poly, ) = cfg.param_scheduler
+        assert (poly.type, poly.power, poly.eta_min, poly.end) == ('PolyLR',
+                                                                   0.9, 0.,
+                                                                   80000)
+        assert cfg.train_dataloader.batch_size == 4  # x 4 GPUs = 16
+        assert cfg.model.data_preprocessor.size == (512, 512)
+        assert cfg.val_evaluator.type == 'IoUMetric'
+    backbone = cfg.model.backbone
+    if 'peg' in name:
+        # ImageNet-pretrained PEG backbone, taken from a classifier
+        assert backbone.init_cfg.type == 'Pretrained'
+        assert backbone.init_cfg.prefix == 'backbone.'
+        assert backbone.peg_positions == (0, 0, 0, 0)
+    else:  # baselines: mmdet's PVT v1 with the official PVT weights
+        assert backbone.type.endswith('PyramidVisionTransformer')
+        assert 'whai362/PVT' in backbone.init_cfg.checkpoint
+
+
+@pytest.mark.parametrize('path', CONFIGS, ids=IDS)
+def test_optim_wrapper_builds(path):
+    cfg = _load(path)
+    model = _build(cfg, init_weights=False)
+    wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
+    groups = wrapper.optimizer.param_groups
+    n = sum(p.numel() for g in groups for p in g['params'])
+    assert n == sum(p.numel() for p in model.parameters() if p.requires_grad)
+    if 'paramwise_cfg' in cfg.optim_wrapper:  # Swin: no decay on norms/bias
+        decay = {id(p): g['weight_decay'] for g in groups for p in g['params']}
+        params = dict(model.named_parameters())
+        stage = 'backbone.stages.0.0.'
+        assert decay[id(params[stage + 'ln1.weight'])] == 0
+        assert decay[id(params[stage + 'relative_position_bias_table'])] == 0
+        assert decay[id(params[stage + 'attn.qkv.weight'])] == 0.05
+
+
+def test_entry_point_is_pvt_tiny_peg_1x():
+    entry = Config.fromfile(osp.join(ROOT, 'configs', ENTRY))
+    full = Config.fromfile(
+        osp.join(ROOT, 'configs', 'pvt_peg',
+                 'retinanet_pvt-t-peg_fpn_1x_coco.py'))
+    assert entry.to_dict() == full.to_dict()
+    assert entry.model.backbone.type == 'mmcpvt.PVTPEG'
+    assert entry.model.backbone.arch == 'tiny'
+    assert entry.data_root == 'data/coco/'

@@ -1,0 +1,211 @@
+"""End to end, detection and segmentation: tools/train.py and tools/test.py
+run as a user runs them, on the real configs.
+
+Tiny COCO- and ADE20K-layout sets are generated with
+tools/dataset_converters/make_coco.py and make_ade20k.py. A config written
+into tmp_path inherits the user's entry point
+configs/retinanet_pvt_tiny_peg_1x_coco.py (resp. the Semantic FPN
+PVT-T+PEG config) by absolute path and overrides only the data root and
+classes, image scale, schedule, batch size, workers, the backbone's
+pretrained checkpoint (none here) and the number of classes. Training runs as
+a subprocess and evaluates with the libraries' own metrics (pycocotools
+CocoMetric, mmseg's IoUMetric); the checkpoint is then tested at another
+scale: PEG has no position table tied to the training resolution.
+"""
+import glob
+import os.path as osp
+import re
+import subprocess
+import sys
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
+from make_ade20k import make_ade20k  # noqa: E402
+from make_coco import coco_classes, make_coco  # noqa: E402
+
+K = 3
+DET_BASE = osp.join(ROOT, 'configs', 'retinanet_pvt_tiny_peg_1x_coco.py')
+SEG_BASE = osp.join(ROOT, 'configs', 'pvt_peg',
+                    'fpn_pvt-t-peg_4xb4-80k_ade20k-512x512.py')
+
+DET_CONFIG = """\
+_base_ = {base!r}
+
+data_root = {data_root!r}
+metainfo = dict(classes={classes!r})
+# random init, few steps: keep every detection so that COCO mAP is computed
+model = dict(
+    backbone=dict(init_cfg=None),
+    bbox_head=dict(num_classes={k}),
+    test_cfg=dict(score_thr=0.0))
+
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='LoadAnnotations', with_bbox=True),
+    dict(type='RandomResize', scale=[(192, 112), (192, 144)],
+         keep_ratio=True),
+    dict(type='RandomFlip', prob=0.5),
+    dict(type='PackDetInputs'),
+]
+test_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='Resize', scale=(192, 128), keep_ratio=True),
+    dict(type='LoadAnnotations', with_bbox=True),
+    dict(type='PackDetInputs',
+         meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape',
+                    'scale_factor')),
+]
+loader = dict(batch_size=2, num_workers=0, persistent_workers=False)
+train_dataloader = dict(
+    **loader,
+    dataset=dict(data_root=data_root, metainfo=metainfo,
+                 pipeline=train_pipeline))
+val_dataloader = dict(
+    **loader,
+    dataset=dict(data_root=data_root, metainfo=metainfo,
+                 pipeline=test_pipeline))
+test_dataloader = val_dataloader
+val_evaluator = dict(ann_file=data_root + 'annotations/instances_val2017.json')
+test_evaluator = val_evaluator
+
+train_cfg = dict(max_epochs=2, val_interval=2)
+param_scheduler = [
+    dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=2)
+]
+default_hooks = dict(logger=dict(interval=1))
+randomness = dict(seed=0)
+"""
+
+SEG_CONFIG = """\
+_base_ = {base!r}
+
+data_root = {data_root!r}
+metainfo = dict(classes={classes!r})
+crop_size = (96, 96)
+model = dict(
+    data_preprocessor=dict(size=crop_size),
+    backbone=dict(init_cfg=None),
+    decode_head=dict(num_classes={k}))
+
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='LoadAnnotations', reduce_zero_label=True),
+    dict(type='RandomResize', scale=(256, 96), ratio_range=(0.5, 2.0),
+         keep_ratio=True),
+    dict(type='RandomCrop', crop_size=crop_size, cat_max_ratio=0.75),
+    dict(type='RandomFlip', prob=0.5),
+    dict(type='PhotoMetricDistortion'),
+    dict(type='PackSegInputs'),
+]
+test_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='Resize', scale=(256, 96), keep_ratio=True),
+    dict(type='LoadAnnotations', reduce_zero_label=True),
+    dict(type='PackSegInputs'),
+]
+loader = dict(num_workers=0, persistent_workers=False)
+train_dataloader = dict(
+    batch_size=2, **loader,
+    dataset=dict(data_root=data_root, metainfo=metainfo,
+                 pipeline=train_pipeline))
+val_dataloader = dict(
+    batch_size=1, **loader,
+    dataset=dict(data_root=data_root, metainfo=metainfo,
+                 pipeline=test_pipeline))
+test_dataloader = val_dataloader
+
+train_cfg = dict(max_iters=6, val_interval=6)
+param_scheduler = [
+    dict(type='PolyLR', eta_min=0., power=0.9, begin=0, end=6,
+         by_epoch=False)
+]
+default_hooks = dict(
+    logger=dict(interval=1), checkpoint=dict(interval=6))
+randomness = dict(seed=0)
+"""
+
+
+def run_tool(*args, timeout=300):
+    return subprocess.run([sys.executable, *args],
+                          cwd=ROOT,
+                          capture_output=True,
+                          text=True,
+                          timeout=timeout)
+
+
+def _explain(proc):
+    return (f'exit {proc.returncode}\n--- stdout (tail)\n{proc.stdout[-3000:]}'
+            f'\n--- stderr (tail)\n{proc.stderr[-3000:]}')
+
+
+def _logs(work_dir):
+    """All text logs the runner wrote under work_dir, concatenated."""
+    text = ''
+    for path in sorted(glob.glob(osp.join(work_dir, '*', '*.log'))):
+        with open(path) as f:
+            text += f.read()
+    return text
+
+
+def test_retinanet_pvt_tiny_peg_train_test(tmp_path):
+    data_root = str(tmp_path / 'coco') + '/'
+    make_coco(data_root, num_train=8, num_val=4, size=160, num_classes=K,
+              seed=0)
+    config = tmp_path / 'retinanet_tiny_test.py'
+    config.write_text(
+        DET_CONFIG.format(
+            base=DET_BASE, data_root=data_root, classes=coco_classes(K),
+            k=K))
+    work_dir = str(tmp_path / 'work_dir')
+
+    proc = run_tool('tools/train.py', str(config), '--work-dir', work_dir)
+    assert proc.returncode == 0, _explain(proc)
+    ckpt = osp.join(work_dir, 'epoch_2.pth')
+    assert osp.isfile(ckpt)
+    log = _logs(work_dir)
+    assert 'PVTPEG' in log  # the config's backbone was built
+    assert re.search(r'Epoch\(train\)\s+\[2\]\[4/4\]', log), log[-3000:]
+    assert re.search(r'Epoch\(val\) \[2\]\[\d+/\d+\]\s+coco/bbox_mAP: '
+                     r'[\d.]+', log), log[-3000:]
+
+    # another test scale than training's: nothing is tied to the size
+    proc = run_tool(
+        'tools/test.py', str(config), ckpt, '--work-dir',
+        osp.join(work_dir, 'test'), '--cfg-options',
+        'test_dataloader.dataset.pipeline.1.scale=(256,176)')
+    assert proc.returncode == 0, _explain(proc)
+    assert re.search(r'coco/bbox_mAP: [\d.]+', proc.stdout), _explain(proc)
+    # the runner dumps the config it ran: the test scale was the new one
+    from mmengine.config import Config
+    ran = Config.fromfile(osp.join(work_dir, 'test', config.name))
+    assert ran.test_dataloader.dataset.pipeline[1].scale == (256, 176)
+
+
+def test_semantic_fpn_pvt_tiny_peg_train_test(tmp_path):
+    out = str(tmp_path / 'ade')
+    info = make_ade20k(out, num_train=6, num_val=3, size=96, num_classes=K,
+                       seed=0)
+    from mmseg.datasets import ADE20KDataset
+    classes = ADE20KDataset.METAINFO['classes'][:K]
+    config = tmp_path / 'fpn_tiny_test.py'
+    config.write_text(
+        SEG_CONFIG.format(
+            base=SEG_BASE, data_root=info['data_root'], classes=classes,
+            k=K))
+    work_dir = str(tmp_path / 'work_dir')
+
+    proc = run_tool('tools/train.py', str(config), '--work-dir', work_dir)
+    assert proc.returncode == 0, _explain(proc)
+    ckpt = osp.join(work_dir, 'iter_6.pth')
+    assert osp.isfile(ckpt)
+    log = _logs(work_dir)
+    assert re.search(r'Iter\(train\)\s+\[6/6\]', log), log[-3000:]
+    assert re.search(r'Iter\(val\) \[\d+/\d+\]\s+aAcc: [\d.]+\s+mIoU: '
+                     r'[\d.]+', log), log[-3000:]
+
+    proc = run_tool(
+        'tools/test.py', str(config), ckpt, '--work-dir',
+        osp.join(work_dir, 'test'), '--cfg-options',
+        'test_dataloader.dataset.pipeline.1.scale=(320,128)')
+    assert proc.returncode == 0, _explain(proc)
+    assert re.search(r'mIoU: [\d.]+', proc.stdout), _explain(proc)

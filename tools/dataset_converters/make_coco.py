@@ -1,0 +1,258 @@
+"""Generate a small detection data set in the COCO 2017 on-disk layout.
+
+Nothing can be downloaded here, so tests and the demo train on synthetic
+scenes (see ``shapes.py``) stored exactly as mmdet's ``CocoDataset`` reads
+the real COCO 2017 (``data_root='data/coco/'``)::
+
+    OUT/
+    ├── annotations/
+    │   ├── instances_train2017.json
+    │   └── instances_val2017.json
+    ├── train2017/000000000001.jpg ...
+    ├── val2017/000000000101.jpg ...
+    └── make_coco.json                 (how it was made)
+
+The categories are the first ``num_classes`` real COCO categories with their
+real ids and names ('person' = 1, 'bicycle' = 2, ..., 'traffic light' = 10,
+'fire hydrant' = 11, 'stop sign' = 13: ids are not contiguous), so a config
+only has to set ``metainfo=dict(classes=<those names>)`` and
+``num_classes``. Each category is one shape in its own colour. Image sizes
+vary between 0.75x and 1.25x of ``size`` on each side, so batches need
+padding as on real COCO. Every image is seeded from ``(seed, split,
+index)``: the same arguments give byte-identical files.
+
+Example::
+
+    python tools/dataset_converters/make_coco.py --out data/coco \\
+        --num-train 200 --num-val 50 --size 320 --num-classes 4
+"""
+import argparse
+import datetime
+import json
+import os
+import os.path as osp
+import sys
+from typing import Optional
+
+import numpy as np
+from PIL import Image
+
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+from shapes import (class_style, prepare_out_dir,  # noqa: E402
+                    render_scene)
+
+MARKER = 'make_coco.json'
+SPLIT_IDS = {'train2017': 0, 'val2017': 1}
+# (id, name, supercategory) of the 80 COCO 2017 detection categories, in the
+# order of mmdet's CocoDataset.METAINFO['classes'].
+COCO_CATEGORIES = [
+    (1, 'person', 'person'), (2, 'bicycle', 'vehicle'),
+    (3, 'car', 'vehicle'), (4, 'motorcycle', 'vehicle'),
+    (5, 'airplane', 'vehicle'), (6, 'bus', 'vehicle'),
+    (7, 'train', 'vehicle'), (8, 'truck', 'vehicle'), (9, 'boat', 'vehicle'),
+    (10, 'traffic light', 'outdoor'), (11, 'fire hydrant', 'outdoor'),
+    (13, 'stop sign', 'outdoor'), (14, 'parking meter', 'outdoor'),
+    (15, 'bench', 'outdoor'), (16, 'bird', 'animal'), (17, 'cat', 'animal'),
+    (18, 'dog', 'animal'), (19, 'horse', 'animal'), (20, 'sheep', 'animal'),
+    (21, 'cow', 'animal'), (22, 'elephant', 'animal'), (23, 'bear', 'animal'),
+    (24, 'zebra', 'animal'), (25, 'giraffe', 'animal'),
+    (27, 'backpack', 'accessory'), (28, 'umbrella', 'accessory'),
+    (31, 'handbag', 'accessory'), (32, 'tie', 'accessory'),
+    (33, 'suitcase', 'accessory'), (34, 'frisbee', 'sports'),
+    (35, 'skis', 'sports'), (36, 'snowboard', 'sports'),
+    (37, 'sports ball', 'sports'), (38, 'kite', 'sports'),
+    (39, 'baseball bat', 'sports'), (40, 'baseball glove', 'sports'),
+    (41, 'skateboard', 'sports'), (42, 'surfboard', 'sports'),
+    (43, 'tennis racket', 'sports'), (44, 'bottle', 'kitchen'),
+    (46, 'wine glass', 'kitchen'), (47, 'cup', 'kitchen'),
+    (48, 'fork', 'kitchen'), (49, 'knife', 'kitchen'),
+    (50, 'spoon', 'kitchen'), (51, 'bowl', 'kitchen'), (52, 'banana', 'food'),
+    (53, 'apple', 'food'), (54, 'sandwich', 'food'), (55, 'orange', 'food'),
+    (56, 'broccoli', 'food'), (57, 'carrot', 'food'), (58, 'hot dog', 'food'),
+    (59, 'pizza', 'food'), (60, 'donut', 'food'), (61, 'cake', 'food'),
+    (62, 'chair', 'furniture'), (63, 'couch', 'furniture'),
+    (64, 'potted plant', 'furniture'), (65, 'bed', 'furniture'),
+    (67, 'dining table', 'furniture'), (70, 'toilet', 'furniture'),
+    (72, 'tv', 'electronic'), (73, 'laptop', 'electronic'),
+    (74, 'mouse', 'electronic'), (75, 'remote', 'electronic'),
+    (76, 'keyboard', 'electronic'), (77, 'cell phone', 'electronic'),
+    (78, 'microwave', 'appliance'), (79, 'oven', 'appliance'),
+    (80, 'toaster', 'appliance'), (81, 'sink', 'appliance'),
+    (82, 'refrigerator', 'appliance'), (84, 'book', 'indoor'),
+    (85, 'clock', 'indoor'), (86, 'vase', 'indoor'),
+    (87, 'scissors', 'indoor'), (88, 'teddy bear', 'indoor'),
+    (89, 'hair drier', 'indoor'), (90, 'toothbrush', 'indoor')
+]
+
+
+def coco_classes(num_classes: int) -> tuple:
+    """The names of the first ``num_classes`` COCO categories: the
+    ``metainfo=dict(classes=...)`` of a config training on the set."""
+    return tuple(name for _, name, _ in COCO_CATEGORIES[:num_classes])
+
+
+def _split_dataset(out_dir, split, image_ids, size, num_classes, seed):
+    """Render the images of one split; return its COCO json dict."""
+    categories = COCO_CATEGORIES[:num_classes]
+    images, annotations = [], []
+    os.makedirs(osp.join(out_dir, split), exist_ok=True)
+    for index, image_id in enumerate(image_ids):
+        rng = np.random.default_rng([seed, SPLIT_IDS[split], index])
+        height, width = (int(round(size * f))
+                         for f in rng.uniform(0.75, 1.25, size=2))
+        scene = render_scene(rng, height, width, num_classes)
+        file_name = f'{image_id:012d}.jpg'
+        Image.fromarray(scene.image).save(
+            osp.join(out_dir, split, file_name), quality=92)
+        images.append(
+            dict(
+                license=1,
+                file_name=file_name,
+                coco_url='',
+                height=height,
+                width=width,
+                date_captured='2017-01-01 00:00:00',
+                flickr_url='',
+                id=image_id))
+        for box, label, poly, area in zip(scene.boxes, scene.labels,
+                                          scene.polygons, scene.areas):
+            annotations.append(
+                dict(
+                    id=len(annotations) + 1 + 10**7 * SPLIT_IDS[split],
+                    image_id=image_id,
+                    category_id=categories[label][0],
+                    # [x, y, w, h], float as in COCO
+                    bbox=[round(float(v), 2) for v in box],
+                    area=float(area),
+                    iscrowd=0,
+                    segmentation=[[
+                        round(float(v), 2) for v in poly.reshape(-1)
+                    ]]))
+    return dict(
+        info=dict(
+            description='Synthetic shapes in the COCO 2017 layout '
+            '(mmcpvt tools/dataset_converters/make_coco.py)',
+            url='',
+            version='1.0',
+            year=2017,
+            contributor='mmcpvt',
+            date_created=datetime.date(2017, 9, 1).isoformat()),
+        licenses=[dict(id=1, name='CC0 1.0', url='')],
+        images=images,
+        annotations=annotations,
+        categories=[
+            dict(supercategory=sup, id=cat_id, name=name)
+            for cat_id, name, sup in categories
+        ])
+
+
+def make_coco(out_dir: str,
+              num_train: int = 200,
+              num_val: int = 50,
+              size: int = 320,
+              num_classes: int = 4,
+              seed: int = 0,
+              overwrite: bool = False) -> dict:
+    """Write the data set to ``out_dir`` and return its description.
+
+    Args:
+        out_dir (str): The data root (``data_root`` of the config).
+        num_train (int): Training images. Defaults to 200.
+        num_val (int): Validation images. Defaults to 50.
+        size (int): Nominal image side; each side is drawn from 0.75x to
+            1.25x of it. Defaults to 320.
+        num_classes (int): Number of categories, 1 to 80: the first ones of
+            COCO. Defaults to 4.
+        seed (int): Random seed. Defaults to 0.
+        overwrite (bool): Replace a data set made by this tool before; a
+            directory that holds anything else is never deleted.
+            Defaults to False.
+
+    Returns:
+        dict: The arguments, class names and ids and the numbers of images
+        and objects; also written to ``out_dir/make_coco.json``.
+    """
+    if not 1 <= num_classes <= len(COCO_CATEGORIES):
+        raise ValueError(f'num_classes must be 1 to {len(COCO_CATEGORIES)}, '
+                         f'got {num_classes}')
+    if num_train < 1 or num_val < 1:
+        raise ValueError('num_train and num_val must be >= 1, got '
+                         f'{num_train} and {num_val}')
+    if size < 32:
+        raise ValueError(f'size must be >= 32 pixels (mmdet drops images '
+                         f'under 32 px), got {size}')
+    prepare_out_dir(out_dir, MARKER, overwrite, 'make_coco.py')
+
+    os.makedirs(osp.join(out_dir, 'annotations'), exist_ok=True)
+    splits = {
+        'train2017': range(1, num_train + 1),
+        'val2017': range(num_train + 1, num_train + num_val + 1),
+    }
+    counts = {}
+    for split, ids in splits.items():
+        coco = _split_dataset(out_dir, split, ids, size, num_classes, seed)
+        with open(osp.join(out_dir, 'annotations',
+                           f'instances_{split}.json'), 'w') as f:
+            json.dump(coco, f)
+        counts[split] = (len(coco['images']), len(coco['annotations']))
+
+    info = dict(
+        num_train=num_train,
+        num_val=num_val,
+        size=size,
+        num_classes=num_classes,
+        seed=seed,
+        classes=coco_classes(num_classes),
+        category_ids=[c[0] for c in COCO_CATEGORIES[:num_classes]],
+        shapes=[class_style(k)[0] for k in range(num_classes)],
+        num_objects={split: n for split, (_, n) in counts.items()})
+    with open(osp.join(out_dir, MARKER), 'w') as f:
+        json.dump(info, f, indent=1)
+    return info
+
+
+def read_info(out_dir: str) -> Optional[dict]:
+    """The description of a set made by :func:`make_coco`, or None."""
+    path = osp.join(out_dir, MARKER)
+    if not osp.isfile(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description='Generate a small synthetic detection set in the COCO '
+        '2017 layout read by mmdet (train2017/, val2017/, '
+        'annotations/instances_{train,val}2017.json)')
+    parser.add_argument('--out', required=True, help='output data root')
+    parser.add_argument('--num-train', type=int, default=200)
+    parser.add_argument('--num-val', type=int, default=50)
+    parser.add_argument('--size', type=int, default=320,
+                        help='nominal image side in pixels (each side '
+                        'varies from 0.75x to 1.25x)')
+    parser.add_argument('--num-classes', type=int, default=4,
+                        help='the first N COCO categories (1 to 80)')
+    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--overwrite', action='store_true',
+                        help='replace a data set this tool made before')
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        info = make_coco(args.out, args.num_train, args.num_val, args.size,
+                         args.num_classes, args.seed, args.overwrite)
+    except (ValueError, FileExistsError) as e:
+        raise SystemExit(f'make_coco.py: error: {e}')
+    print(f'Wrote {info["num_train"]} train and {info["num_val"]} val images '
+          f'({info["num_objects"]["train2017"]} and '
+          f'{info["num_objects"]["val2017"]} objects) of '
+          f'{info["num_classes"]} classes {info["classes"]} to {args.out}')
+    print('Configs must set metainfo=dict(classes=...) and num_classes '
+          'accordingly; see configs/pvt_peg/README.md')
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,282 @@
+"""Render synthetic scenes of learnable objects for detection/segmentation.
+
+The shared renderer of the COCO- and ADE20K-layout generators
+(``make_coco.py``, ``make_ade20k.py``). A scene is a noisy, textured
+background with a few objects of ``num_classes`` classes. Class ``k`` is one
+shape (disc, square, triangle, cross, ...; shapes cycle when ``k`` exceeds
+their number) in its own hue; every object gets a random position, size
+(log-uniform over ``scale_range`` of the shorter image side), small rotation
+and colour jitter. Objects never overlap, so each object's box, polygon and
+pixel mask are exact: nothing is occluded.
+
+Everything is drawn from the ``numpy.random.Generator`` passed in: the same
+generator state gives the same scene.
+
+Example::
+
+    rng = np.random.default_rng(0)
+    scene = render_scene(rng, height=160, width=200, num_classes=4)
+    scene.image      # (160, 200, 3) uint8, RGB
+    scene.boxes      # (N, 4) float32, COCO (x, y, w, h) in pixels
+    scene.labels     # (N,) int64 in [0, num_classes)
+    scene.class_map  # (160, 200) uint8: 0 background, k + 1 for class k
+"""
+import os
+import os.path as osp
+import shutil
+from dataclasses import dataclass
+from typing import List, Tuple
+
+import numpy as np
+
+SHAPES = ('disc', 'square', 'triangle', 'cross', 'diamond', 'star',
+          'hexagon', 'ellipse', 'lshape', 'chevron')
+
+
+def _regular(n: int, radius: float = 1., start: float = -np.pi / 2,
+             yscale: float = 1.) -> np.ndarray:
+    t = start + np.arange(n) * 2 * np.pi / n
+    return np.stack([radius * np.cos(t), yscale * radius * np.sin(t)], 1)
+
+
+def _star(points: int = 5, inner: float = 0.45) -> np.ndarray:
+    outer = _regular(points)
+    inner = _regular(points, inner, start=-np.pi / 2 + np.pi / points)
+    return np.stack([outer, inner], 1).reshape(-1, 2)  # alternate
+
+
+# Each shape as a polygon inside the unit circle, centred at the origin,
+# y pointing down (image coordinates).
+UNIT_POLYGONS = {
+    'disc': _regular(32),
+    'square': np.array([[-.7, -.7], [.7, -.7], [.7, .7], [-.7, .7]]),
+    'triangle': _regular(3),
+    'cross': np.array([[-.3, -.95], [.3, -.95], [.3, -.3], [.95, -.3],
+                       [.95, .3], [.3, .3], [.3, .95], [-.3, .95],
+                       [-.3, .3], [-.95, .3], [-.95, -.3], [-.3, -.3]]),
+    'diamond': np.array([[0., -1.], [.6, 0.], [0., 1.], [-.6, 0.]]),
+    'star': _star(),
+    'hexagon': _regular(6, start=0.),
+    'ellipse': _regular(32, yscale=.5, start=0.),
+    'lshape': np.array([[-.7, -.7], [-.2, -.7], [-.2, .2], [.7, .2],
+                        [.7, .7], [-.7, .7]]),
+    'chevron': np.array([[-.8, -.6], [0., .2], [.8, -.6], [.8, .1],
+                         [0., .9], [-.8, .1]]),
+}
+assert set(UNIT_POLYGONS) == set(SHAPES)
+
+
+@dataclass
+class Scene:
+    """One rendered scene.
+
+    Attributes:
+        image (np.ndarray): (H, W, 3) uint8 RGB image.
+        boxes (np.ndarray): (N, 4) float32 tight boxes of the object masks,
+            COCO ``(x, y, w, h)`` in pixels.
+        labels (np.ndarray): (N, ) int64 class indices in
+            ``[0, num_classes)``.
+        polygons (list[np.ndarray]): N polygons, each (V, 2) float32 ``(x,
+            y)`` vertices in continuous image coordinates (pixel ``(i, j)``
+            covers ``[j, j + 1) x [i, i + 1)``, as in COCO): the outline
+            whose pixel centres make the object's mask.
+        areas (np.ndarray): (N, ) int64 mask areas in pixels.
+        class_map (np.ndarray): (H, W) uint8; 0 is background, ``k + 1``
+            an object of class ``k``.
+        instance_map (np.ndarray): (H, W) int32; 0 is background, ``i + 1``
+            object ``i``.
+    """
+    image: np.ndarray
+    boxes: np.ndarray
+    labels: np.ndarray
+    polygons: List[np.ndarray]
+    areas: np.ndarray
+    class_map: np.ndarray
+    instance_map: np.ndarray
+
+
+def hsv_to_rgb(hue: float, sat: float, val: float) -> np.ndarray:
+    """HSV (each in [0, 1]) to a float RGB triple in [0, 255]."""
+    i = int(hue * 6) % 6
+    f = hue * 6 - int(hue * 6)
+    p, q, t = val * (1 - sat), val * (1 - f * sat), val * (1 - (1 - f) * sat)
+    rgb = [(val, t, p), (q, val, p), (p, val, t), (p, q, val), (t, p, val),
+           (val, p, q)][i]
+    return np.array(rgb) * 255
+
+
+def class_style(label: int) -> Tuple[str, float]:
+    """The (shape, hue) of class ``label``: shapes cycle, hues spread."""
+    # Golden-ratio spacing keeps neighbouring labels far apart in hue.
+    hue = (label * 0.618033988749895 + 0.1 * (label // len(SHAPES))) % 1.
+    return SHAPES[label % len(SHAPES)], hue
+
+
+def render_background(rng: np.random.Generator, height: int,
+                      width: int) -> np.ndarray:
+    """A low-saturation colour gradient with a faint stripe texture and
+    pixel noise, (H, W, 3) float32 in [0, 255]."""
+    corners = rng.uniform(60, 200, size=(2, 2, 1)) + rng.uniform(
+        -30, 30, size=(2, 2, 3))
+    t = np.linspace(0, 1, height)[:, None, None]
+    s = np.linspace(0, 1, width)[None, :, None]
+    top = corners[0, 0] * (1 - s) + corners[0, 1] * s
+    bottom = corners[1, 0] * (1 - s) + corners[1, 1] * s
+    img = top * (1 - t) + bottom * t  # (H, W, 3)
+    ys, xs = np.mgrid[0:height, 0:width]
+    for _ in range(2):  # two random gratings as texture
+        freq = rng.uniform(0.02, 0.15)
+        angle = rng.uniform(0, np.pi)
+        phase = rng.uniform(0, 2 * np.pi)
+        wave = np.sin(2 * np.pi * freq *
+                      (xs * np.cos(angle) + ys * np.sin(angle)) + phase)
+        img = img + rng.uniform(5, 15) * wave[..., None]
+    img = img + rng.normal(0, 12, size=img.shape)
+    return img.astype(np.float32)
+
+
+def polygon_mask(poly: np.ndarray, height: int, width: int) -> np.ndarray:
+    """(H, W) bool mask of the pixels whose centre lies inside ``poly``.
+
+    ``poly`` is (V, 2) ``(x, y)`` in continuous image coordinates, pixel
+    ``(i, j)`` covering ``[j, j + 1) x [i, i + 1)`` as in COCO, so the mask,
+    its box and the polygon agree.
+    """
+    mask = np.zeros((height, width), bool)
+    x0, y0 = np.maximum(np.floor(poly.min(0)).astype(int), 0)
+    x1 = min(int(np.ceil(poly[:, 0].max())), width)
+    y1 = min(int(np.ceil(poly[:, 1].max())), height)
+    if x1 <= x0 or y1 <= y0:
+        return mask
+    ys, xs = np.mgrid[y0:y1, x0:x1] + 0.5  # pixel centres
+    inside = np.zeros(xs.shape, bool)
+    for (ax, ay), (bx, by) in zip(poly, np.roll(poly, -1, axis=0)):
+        if ay == by:  # horizontal edges cross no row of centres
+            continue
+        crosses = (ay > ys) != (by > ys)  # edge spans the centre's row
+        x_cross = ax + (ys - ay) * (bx - ax) / (by - ay)
+        inside ^= crosses & (xs < x_cross)  # even-odd rule
+    mask[y0:y1, x0:x1] = inside
+    return mask
+
+
+def _place(rng: np.random.Generator, radius: float, height: int, width: int,
+           taken: List[Tuple[float, float, float, float]], tries: int = 30):
+    """A centre whose circle of ``radius`` lies inside the image and whose
+    bounding square (plus a 2 px gap) meets no box in ``taken``."""
+    for _ in range(tries):
+        cx = rng.uniform(radius, width - radius)
+        cy = rng.uniform(radius, height - radius)
+        box = (cx - radius - 2, cy - radius - 2, cx + radius + 2,
+               cy + radius + 2)
+        if all(box[2] <= b[0] or b[2] <= box[0] or box[3] <= b[1]
+               or b[3] <= box[1] for b in taken):
+            return cx, cy, box
+    return None
+
+
+def render_scene(rng: np.random.Generator,
+                 height: int,
+                 width: int,
+                 num_classes: int,
+                 num_objects: Tuple[int, int] = (1, 5),
+                 scale_range: Tuple[float, float] = (0.08, 0.4),
+                 max_rotation: float = 20.) -> Scene:
+    """Render one scene.
+
+    Args:
+        rng (np.random.Generator): The source of all randomness.
+        height (int): Image height in pixels (>= 16).
+        width (int): Image width in pixels (>= 16).
+        num_classes (int): Number of object classes (>= 1).
+        num_objects (tuple[int, int]): Inclusive range of the number of
+            objects to try to place; objects that find no free place are
+            dropped, the first always fits. Defaults to (1, 5).
+        scale_range (tuple[float, float]): Range of an object's extent
+            (diameter of its enclosing circle) as a fraction of the shorter
+            image side, sampled log-uniformly. Defaults to (0.08, 0.4).
+        max_rotation (float): Objects are rotated by up to this many degrees
+            either way (small, so a square stays distinct from a diamond).
+            Defaults to 20.
+
+    Returns:
+        Scene: The image, boxes, labels, polygons, areas and label maps.
+    """
+    if height < 16 or width < 16:
+        raise ValueError(f'image size must be at least 16x16, got '
+                         f'{height}x{width}')
+    if num_classes < 1:
+        raise ValueError(f'num_classes must be >= 1, got {num_classes}')
+    lo, hi = scale_range
+    if not 0 < lo <= hi <= 1:
+        raise ValueError(f'scale_range must satisfy 0 < low <= high <= 1, '
+                         f'got {scale_range}')
+    img = render_background(rng, height, width)
+    instance_map = np.zeros((height, width), np.int32)
+    side = min(height, width)
+    taken, labels, polygons = [], [], []
+    for _ in range(rng.integers(num_objects[0], num_objects[1] + 1)):
+        label = int(rng.integers(num_classes))
+        extent = side * np.exp(rng.uniform(np.log(lo), np.log(hi)))
+        radius = max(extent / 2, 3.)
+        spot = _place(rng, radius, height, width, taken)
+        if spot is None:
+            continue
+        cx, cy, box = spot
+        theta = np.deg2rad(rng.uniform(-max_rotation, max_rotation))
+        rot = np.array([[np.cos(theta), -np.sin(theta)],
+                        [np.sin(theta), np.cos(theta)]])
+        shape, _ = class_style(label)
+        poly = UNIT_POLYGONS[shape] @ rot.T * radius + (cx, cy)  # (V, 2)
+        instance_map[polygon_mask(poly, height, width)] = len(labels) + 1
+        taken.append(box)
+        labels.append(label)
+        polygons.append(poly.astype(np.float32))
+
+    class_map = np.zeros((height, width), np.uint8)
+    boxes, areas, keep = [], [], []
+    for i, label in enumerate(labels):
+        mask = instance_map == i + 1
+        if not mask.any():  # too thin to cover a pixel centre
+            continue
+        ys, xs = np.nonzero(mask)
+        boxes.append([xs.min(), ys.min(), xs.max() - xs.min() + 1,
+                      ys.max() - ys.min() + 1])
+        areas.append(int(mask.sum()))
+        keep.append(i)
+        class_map[mask] = label + 1
+        _, hue = class_style(label)
+        colour = hsv_to_rgb((hue + rng.normal(0, 0.02)) % 1.,
+                            rng.uniform(0.7, 1.), rng.uniform(0.75, 1.))
+        fg = colour + rng.normal(0, 10, size=(int(mask.sum()), 3))
+        img[mask] = fg
+    # Renumber the instance map to the kept objects.
+    remap = np.zeros(len(labels) + 1, np.int32)
+    remap[np.array(keep, int) + 1] = np.arange(1, len(keep) + 1)
+    return Scene(
+        image=np.clip(img, 0, 255).astype(np.uint8),
+        boxes=np.array(boxes, np.float32).reshape(-1, 4),
+        labels=np.array([labels[i] for i in keep], np.int64),
+        polygons=[polygons[i] for i in keep],
+        areas=np.array(areas, np.int64),
+        class_map=class_map,
+        instance_map=remap[instance_map])
+
+
+def prepare_out_dir(out_dir: str, marker: str, overwrite: bool,
+                    tool: str):
+    """Make way for a generated data set at ``out_dir``.
+
+    A missing or empty directory is fine. A non-empty one is deleted only
+    with ``overwrite`` and only if ``tool`` made it (its ``marker`` file is
+    there); anything else raises FileExistsError.
+    """
+    if osp.exists(out_dir) and os.listdir(out_dir):
+        if not overwrite:
+            raise FileExistsError(
+                f'{out_dir} exists and is not empty; pass overwrite=True '
+                '(--overwrite) to regenerate it, or choose another --out')
+        if not osp.isfile(osp.join(out_dir, marker)):
+            raise FileExistsError(f'{out_dir} was not made by {tool} (no '
+                                  f'{marker}); refusing to delete it')
+        shutil.rmtree(out_dir)

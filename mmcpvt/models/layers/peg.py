@@ -129,12 +129,13 @@ class ConditionalPositionEncoding(BaseModule):
         if num_extra < 0:
             raise ValueError(f'PEG got {N} tokens for a {H}x{W} token map')
         extra, tokens = x[:, :num_extra], x[:, num_extra:]
-        # (B, H*W, C) -> (B, C, H, W)
-        feat = tokens.transpose(1, 2).reshape(B, C, H, W)
+        # (B, H*W, C) -> (B, C, H, W) as a channels-last view: no copy, and
+        # the convolution runs in its fast channels-last kernel.
+        feat = tokens.reshape(B, H, W, C).permute(0, 3, 1, 2)
         out = self.proj(feat)
         if self.with_identity:
             out = out + feat
-        # (B, C', H', W') -> (B, H'*W', C')
-        out = out.flatten(2).transpose(1, 2)
+        # (B, C', H', W') -> (B, H'*W', C'), a view for channels-last maps
+        out = out.permute(0, 2, 3, 1).reshape(B, -1, out.shape[1])
         return torch.cat((extra, out), dim=1) if num_extra else out
 

@@ -60,7 +60,8 @@ def detect_family(state_dict) -> str:
 
 
 def unwrap(checkpoint) -> dict:
-    """The state dict inside an official, timm or mmengine checkpoint."""
+    """The state dict inside an official, timm or mmengine checkpoint
+    (``{'model': ...}`` in the DeiT / Swin / Twins releases)."""
     for key in ('state_dict', 'model', 'model_ema', 'module'):
         if isinstance(checkpoint, dict) and isinstance(
                 checkpoint.get(key), dict):

@@ -126,10 +126,13 @@ def test_official_swin_layout_maps_patch_merging_to_the_same_place():
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_official_files_load_through_init_cfg(tmp_path):
+@pytest.mark.parametrize('wrapped', [False, True])
+def test_official_files_load_through_init_cfg(tmp_path, wrapped):
+    """Release files hold {'model': state_dict}; timm's hold the dict."""
     ref = timm_model('twins_pcpvt_small')
     path = tmp_path / 'pcpvt_small.pth'
-    torch.save(ref.state_dict(), path)
+    torch.save({'model': ref.state_dict()} if wrapped else ref.state_dict(),
+               path)
     from mmcpvt.registry import MODELS
     model = MODELS.build(
         dict(type='PVTPEG', arch='small', out_type='avg_featmap',

@@ -163,8 +163,9 @@ class Runner:
         self.args = args
         if self.detector:
             self.data = _det_batch(self.model, batch, size)
-        else:
-            self.data = torch.randn(batch, 3, size, size)
+        else:  # its own generator: the same input whatever the model drew
+            self.data = torch.randn(batch, 3, size, size,
+                                    generator=torch.Generator().manual_seed(0))
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-5)
         self.fwd = self.model
         if args.compile:
@@ -299,6 +300,14 @@ def main():
           f'batch {args.batch}, {"bf16 autocast" if args.bf16 else "fp32"}'
           f'{", torch.compile" if args.compile else ""}'
           f'{", with_cp" if args.with_cp else ""}')
+    for pair in args.pairs or []:
+        if pair.count(':') != 1:
+            parser.error(f'--pairs takes OURS:THEIRS, got {pair!r}')
+    names = [n for p in args.pairs or [] for n in p.split(':')]
+    for name in names + (args.memory or []):
+        if name not in MODELS:
+            parser.error(f'unknown model {name!r}; known: '
+                         f'{", ".join(MODELS)}')
     results = []
     if args.memory is not None:
         for name in args.memory or ['pvt-small-peg-gap']:
@@ -309,19 +318,12 @@ def main():
                                     with_cp=args.with_cp))
     else:
         if args.pairs:
-            for pair in args.pairs:
-                if pair.count(':') != 1:
-                    parser.error(f'--pairs takes OURS:THEIRS, got {pair!r}')
             todo = [(*p.split(':'), 'forward', s, None) for p in args.pairs
                     for s in (args.sizes or [224])]
         else:
             todo = [t for t in TARGETS
                     if not args.sizes or t[3] in args.sizes]
         for ours, theirs, what, size, want in todo:
-            for name in (ours, theirs):
-                if name not in MODELS:
-                    parser.error(f'unknown model {name!r}; known: '
-                                 f'{", ".join(MODELS)}')
             whats = [what] + (['train'] if args.train and what != 'train'
                               else [])
             for w in whats:

@@ -4,6 +4,8 @@ Checks that the loss and every gradient are finite and that the weights
 change, and reports step time and peak memory. Exits non-zero on a failure.
 
     python tools/analysis_tools/train_step_check.py --device cuda --amp fp16 bf16
+    python tools/analysis_tools/train_step_check.py --device cpu --amp bf16 \
+        --size 32 --batch 2 --steps 1 --cases cpvt-tiny-gap swin
 """
 import argparse
 import sys
@@ -100,13 +102,21 @@ def main():
     parser.add_argument('--size', type=int, default=224)
     parser.add_argument('--batch', type=int, default=8)
     parser.add_argument('--steps', type=int, default=4)
+    parser.add_argument('--cases', nargs='+', metavar='TEXT',
+                        help='only the cases whose name contains one of '
+                        'these (default: all); cases: ' + '; '.join(CASES))
     args = parser.parse_args()
+    cases = {name: cfg for name, cfg in CASES.items()
+             if not args.cases or any(t in name for t in args.cases)}
+    if not cases:
+        parser.error(f'--cases {" ".join(args.cases)} selects no case; '
+                     f'cases: {"; ".join(CASES)}')
     MMLogger.get_instance('mmengine').setLevel('WARNING')  # no init dump
     print(f'torch {torch.__version__}, device {args.device}'
           + (f' ({torch.cuda.get_device_name()})'
              if args.device.startswith('cuda') else ''))
     failed = 0
-    for name, cfg in CASES.items():
+    for name, cfg in cases.items():
         for amp in ['fp32'] + args.amp:
             for with_cp in ([False, True] if amp == 'fp32' else [False]):
                 ok, msg = check(name, cfg, args, amp, with_cp)

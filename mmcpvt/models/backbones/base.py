@@ -9,7 +9,7 @@ from mmengine.model import BaseModule
 from mmengine.model.weight_init import trunc_normal_
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from mmcpvt.utils.convert import CONVERTERS, detect_family
+from mmcpvt.utils.convert import CONVERTERS, detect_family, unwrap
 
 # Parameters initialised like a Linear weight (truncated normal, std .02).
 TRUNC_NORMAL_PARAMS = ('cls_token', 'pos_embed', 'relative_position_bias_table')
@@ -41,7 +41,7 @@ class BaseBackbone(BaseModule):
 
     def _convert_official_keys(self, state_dict, prefix, *args):
         keys = [k for k in state_dict if k.startswith(prefix)]
-        local = {k[len(prefix):]: state_dict[k] for k in keys}
+        local = unwrap({k[len(prefix):]: state_dict[k] for k in keys})
         if self.checkpoint_family is None or detect_family(
                 local) != self.checkpoint_family:
             return

@@ -7,6 +7,7 @@ and a small arch; training runs as a subprocess for 2 epochs, resumes to 3,
 and the last checkpoint is tested.
 """
 import glob
+import os
 import os.path as osp
 import re
 import subprocess
@@ -69,8 +70,12 @@ randomness = dict(seed=0)
 
 
 def run_tool(*args, timeout=300):
+    # One intra-op thread: two on a busy 2-core machine are many times slower.
+    env = dict(os.environ)
+    env.setdefault('OMP_NUM_THREADS', '1')
     return subprocess.run([sys.executable, *args],
                           cwd=ROOT,
+                          env=env,
                           capture_output=True,
                           text=True,
                           timeout=timeout)
@@ -179,3 +184,26 @@ def test_missing_checkpoint_is_named(tiny_setup, tmp_path):
     assert proc.returncode != 0
     assert f'checkpoint file not found: {missing}' in proc.stderr
     assert 'Traceback' not in proc.stderr
+
+
+def test_demo_config_builds_and_resizes():
+    """The demo's config builds a model that classifies its training size
+    and the larger test sizes; the demo finds the test resize to change."""
+    import torch
+    from mmengine.registry import init_default_scope
+    from mmpretrain.registry import MODELS
+
+    import mmcpvt  # noqa: F401  (registers CPVT)
+    sys.path.insert(0, TOOLS)
+    import demo
+    cfg = demo.load_config(demo.CLS_CONFIG)
+    assert demo.resize_options(cfg, 96) == [
+        'test_dataloader.dataset.pipeline.1.scale=110',
+        'test_dataloader.dataset.pipeline.2.crop_size=96'
+    ]
+    init_default_scope('mmpretrain')
+    model = MODELS.build(cfg.model).eval()
+    for size in (cfg.img_size, cfg.img_size * 2):
+        with torch.no_grad():
+            out = model(torch.rand(2, 3, size, size), mode='tensor')
+        assert out.shape == (2, cfg.num_classes)

@@ -1,0 +1,230 @@
+"""Generate a small data set in the ImageNet-1k on-disk layout.
+
+Nothing can be downloaded here, so tests and the demo train on synthetic
+images stored exactly as mmpretrain's ``ImageNet`` dataset reads the real
+ILSVRC2012 (``data_root`` + ``split='train'`` / ``'val'``)::
+
+    OUT/
+    ├── meta/
+    │   ├── train.txt     n01440764/n01440764_1.JPEG 0
+    │   └── val.txt       ILSVRC2012_val_00000001.JPEG 2
+    ├── train/
+    │   ├── n01440764/n01440764_1.JPEG ...
+    │   └── ...
+    ├── val/
+    │   └── ILSVRC2012_val_00000001.JPEG ...   (flat, classes interleaved)
+    └── make_imagenet.json                     (how it was made)
+
+The classes are the first ``num_classes`` real ImageNet wnids in sorted
+order, so label ``k`` is ImageNet class ``k`` and mmpretrain's category
+names line up. Each image holds one object of its class, drawn with the
+renderer the COCO and ADE20K generators share (``shapes.py``): class ``k`` is
+one shape (disc, square, triangle, cross, ...) in its own hue, at a random
+position, scale and rotation over a textured background. A small CPVT
+learns it in a few hundred iterations; the object can be anywhere, so the
+network has to find it. Every image is seeded from ``(seed, split, class,
+index)``: the same arguments give byte-identical files, and adding classes
+or images leaves the others unchanged.
+
+Example::
+
+    python tools/dataset_converters/make_imagenet.py --out data/imagenet \\
+        --num-classes 10 --train-per-class 100 --val-per-class 20 --size 64
+"""
+import argparse
+import hashlib
+import json
+import os
+import os.path as osp
+import sys
+from typing import List, Optional
+
+import numpy as np
+from PIL import Image
+
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+from shapes import (UNIT_POLYGONS, class_style, hsv_to_rgb,  # noqa: E402
+                    polygon_mask, prepare_out_dir, render_background)
+
+MARKER = 'make_imagenet.json'
+SPLIT_IDS = {'train': 0, 'val': 1}
+
+
+def imagenet_wnids() -> List[str]:
+    """The 1000 ImageNet-1k wnids in sorted (= label) order.
+
+    Read from timm's copy of the synset list when timm is installed
+    (a test requirement). Otherwise wnid-shaped placeholders
+    ``n00000000``, ``n00000001``, ... that sort in the same label order.
+    """
+    try:
+        from importlib.resources import files
+        text = files('timm.data._info').joinpath(
+            'imagenet_synsets.txt').read_text()
+        wnids = sorted(line.strip() for line in text.splitlines()
+                       if line.strip())
+        if len(wnids) == 1000:
+            return wnids
+    except Exception:  # timm missing or laid out differently
+        pass
+    return [f'n{i:08d}' for i in range(1000)]
+
+
+def make_image(label: int, size: int, rng: np.random.Generator) -> Image:
+    """One RGB image of class ``label``: its shape in its hue (as in
+    ``shapes.py``), 35-60% of the image wide, anywhere in it, rotated by up
+    to 20 degrees, over a textured background."""
+    img = render_background(rng, size, size)
+    radius = rng.uniform(0.35, 0.6) * size / 2
+    cx, cy = rng.uniform(radius, size - radius, size=2)
+    theta = np.deg2rad(rng.uniform(-20, 20))
+    rot = np.array([[np.cos(theta), -np.sin(theta)],
+                    [np.sin(theta), np.cos(theta)]])
+    shape, hue = class_style(label)
+    poly = UNIT_POLYGONS[shape] @ rot.T * radius + (cx, cy)  # (V, 2)
+    mask = polygon_mask(poly, size, size)
+    colour = hsv_to_rgb((hue + rng.normal(0, 0.02)) % 1.,
+                        rng.uniform(0.7, 1.), rng.uniform(0.75, 1.))
+    img[mask] = colour + rng.normal(0, 10, size=(int(mask.sum()), 3))
+    return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8), 'RGB')
+
+
+def generator_id() -> str:
+    """A digest of this generator's code (with ``shapes.py``): a data set
+    made with another id may hold other images for the same arguments."""
+    digest = hashlib.sha1()
+    here = osp.dirname(osp.abspath(__file__))
+    for name in ('make_imagenet.py', 'shapes.py'):
+        with open(osp.join(here, name), 'rb') as f:
+            digest.update(f.read())
+    return digest.hexdigest()[:12]
+
+
+def _image_rng(seed: int, split: str, label: int, index: int):
+    return np.random.default_rng([seed, SPLIT_IDS[split], label, index])
+
+
+def make_imagenet(out: str,
+                  num_classes: int = 10,
+                  train_per_class: int = 100,
+                  val_per_class: int = 20,
+                  size: int = 64,
+                  seed: int = 0,
+                  overwrite: bool = False) -> dict:
+    """Write the data set to ``out`` and return its description.
+
+    Args:
+        out (str): The data root (``data_root`` of the config).
+        num_classes (int): Number of classes, 1 to 1000. Defaults to 10.
+        train_per_class (int): Training images per class. Defaults to 100.
+        val_per_class (int): Validation images per class. Defaults to 20.
+        size (int): Side of the square images in pixels. Defaults to 64.
+        seed (int): Random seed. Defaults to 0.
+        overwrite (bool): Replace an existing data set made by this tool.
+            A directory that holds anything else is never deleted.
+            Defaults to False.
+
+    Returns:
+        dict: The arguments, the wnids and the number of images; also
+        written to ``out/make_imagenet.json``.
+    """
+    wnids = imagenet_wnids()
+    if not 1 <= num_classes <= len(wnids):
+        raise ValueError(f'num_classes must be 1 to {len(wnids)}, '
+                         f'got {num_classes}')
+    if train_per_class < 1 or val_per_class < 1:
+        raise ValueError('train_per_class and val_per_class must be >= 1, '
+                         f'got {train_per_class} and {val_per_class}')
+    if size < 8:
+        raise ValueError(f'size must be >= 8 pixels, got {size}')
+    prepare_out_dir(out, MARKER, overwrite, 'make_imagenet.py')
+
+    wnids = wnids[:num_classes]
+    os.makedirs(osp.join(out, 'meta'), exist_ok=True)
+    os.makedirs(osp.join(out, 'val'), exist_ok=True)
+
+    train_lines = []
+    for label, wnid in enumerate(wnids):
+        os.makedirs(osp.join(out, 'train', wnid), exist_ok=True)
+        for i in range(train_per_class):
+            name = f'{wnid}/{wnid}_{i + 1}.JPEG'
+            img = make_image(label, size,
+                             _image_rng(seed, 'train', label, i))
+            img.save(osp.join(out, 'train', name), quality=92)
+            train_lines.append(f'{name} {label}')
+
+    # The real validation set is one flat folder with classes interleaved.
+    val_items = [(label, i) for label in range(num_classes)
+                 for i in range(val_per_class)]
+    order = np.random.default_rng([seed, 99]).permutation(len(val_items))
+    val_lines = []
+    for n, j in enumerate(order):
+        label, i = val_items[j]
+        name = f'ILSVRC2012_val_{n + 1:08d}.JPEG'
+        img = make_image(label, size,
+                         _image_rng(seed, 'val', label, i))
+        img.save(osp.join(out, 'val', name), quality=92)
+        val_lines.append(f'{name} {label}')
+
+    for split, lines in (('train', train_lines), ('val', val_lines)):
+        with open(osp.join(out, 'meta', f'{split}.txt'), 'w') as f:
+            f.write('\n'.join(lines) + '\n')
+
+    info = dict(
+        num_classes=num_classes,
+        train_per_class=train_per_class,
+        val_per_class=val_per_class,
+        size=size,
+        seed=seed,
+        generator=generator_id(),
+        num_train=len(train_lines),
+        num_val=len(val_lines),
+        wnids=wnids,
+        shapes=[class_style(k)[0] for k in range(num_classes)])
+    with open(osp.join(out, MARKER), 'w') as f:
+        json.dump(info, f, indent=1)
+    return info
+
+
+def read_info(out: str) -> Optional[dict]:
+    """The description of a data set made by :func:`make_imagenet`, or
+    None if ``out`` holds none."""
+    path = osp.join(out, MARKER)
+    if not osp.isfile(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description='Generate a small synthetic data set in the ImageNet-1k '
+        'layout read by mmpretrain (train/<wnid>/*.JPEG, flat val/, '
+        'meta/train.txt and meta/val.txt)')
+    parser.add_argument('--out', required=True, help='output data root')
+    parser.add_argument('--num-classes', type=int, default=10)
+    parser.add_argument('--train-per-class', type=int, default=100)
+    parser.add_argument('--val-per-class', type=int, default=20)
+    parser.add_argument('--size', type=int, default=64,
+                        help='image side in pixels')
+    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--overwrite', action='store_true',
+                        help='replace a data set this tool made before')
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        info = make_imagenet(args.out, args.num_classes, args.train_per_class,
+                             args.val_per_class, args.size, args.seed,
+                             args.overwrite)
+    except (ValueError, FileExistsError) as e:
+        raise SystemExit(f'make_imagenet.py: error: {e}')
+    print(f'Wrote {info["num_train"]} train and {info["num_val"]} val '
+          f'images of {info["num_classes"]} classes ({args.size}x'
+          f'{args.size}) to {args.out}')
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,170 @@
+"""Test (and evaluate) a checkpoint with an mmpretrain, mmdet or mmseg config.
+
+Like ``tools/train.py``, the config's ``default_scope`` says which library
+the runner builds from. The metrics are logged by the runner and printed
+once more at the end, one ``name: value`` a line.
+
+Examples::
+
+    python tools/test.py configs/cpvt/cpvt-tiny_4xb256_in1k.py CKPT
+    python tools/test.py CONFIG CKPT --out preds.pkl        # predictions
+    python tools/test.py CONFIG CKPT --out m.json --out-item metrics
+    bash tools/dist_test.sh CONFIG CKPT 8
+"""
+import argparse
+import os
+import os.path as osp
+import sys
+
+import mmengine
+from mmengine.config import Config, DictAction
+from mmengine.evaluator import DumpResults
+from mmengine.registry import RUNNERS
+from mmengine.runner import Runner
+
+try:
+    import mmcpvt  # noqa: F401  (registers modules, checkpoint allow-list)
+except ImportError:  # not installed: run from a clone
+    sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+    import mmcpvt  # noqa: F401
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description='Test a checkpoint (mmpretrain, mmdet or mmseg config)')
+    parser.add_argument('config', help='test config file path')
+    parser.add_argument('checkpoint', help='checkpoint file')
+    parser.add_argument(
+        '--work-dir',
+        help='the dir to save the evaluation logs; defaults to the config\'s '
+        'work_dir, else ./work_dirs/<config name>')
+    parser.add_argument(
+        '--out',
+        help='where to save the results: a .pkl file of predictions '
+        '(mmpretrain, mmdet), a directory of prediction maps (mmseg), or '
+        'with --out-item metrics a .json/.yaml/.pkl file of the metrics')
+    parser.add_argument(
+        '--out-item',
+        choices=['pred', 'metrics'],
+        default='pred',
+        help='what --out saves. Defaults to pred.')
+    parser.add_argument(
+        '--show-dir',
+        help='save drawn predictions here (relative paths are under '
+        'work_dir/<timestamp>/ for mmdet and mmseg)')
+    parser.add_argument(
+        '--cfg-options',
+        nargs='+',
+        action=DictAction,
+        help='override settings in the config: key=value pairs, merged '
+        'into the config, e.g. test_dataloader.batch_size=32. A list is '
+        'key="[a,b]" or key=a,b; nested lists/tuples key="[(a,b),(c,d)]". '
+        'The quotation marks are necessary and no white space is allowed.')
+    parser.add_argument(
+        '--launcher',
+        choices=['none', 'pytorch', 'slurm', 'mpi'],
+        default='none',
+        help='job launcher')
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    args = parser.parse_args(argv)
+    if 'LOCAL_RANK' not in os.environ:
+        os.environ['LOCAL_RANK'] = str(args.local_rank)
+
+    if not osp.isfile(args.config):
+        parser.error(f'config file not found: {args.config}')
+    if '://' not in args.checkpoint and not osp.isfile(args.checkpoint):
+        parser.error(f'checkpoint file not found: {args.checkpoint}')
+    return args
+
+
+def _scope(cfg: Config) -> str:
+    return cfg.get('default_scope', None) or 'mmengine'
+
+
+def enable_visualization(cfg: Config, show_dir: str) -> None:
+    """Turn on the library's visualization hook, saving to ``show_dir``."""
+    hooks = cfg.get('default_hooks', {})
+    if 'visualization' not in hooks:
+        raise SystemExit(
+            'test.py: error: --show-dir needs a visualization hook in '
+            'default_hooks (e.g. visualization=dict(type='
+            '"VisualizationHook")), and the config has none')
+    hook = hooks.visualization
+    scope = _scope(cfg)
+    if scope == 'mmpretrain':
+        # every image (the hook's default is one in 5000)
+        hook.update(enable=True, out_dir=show_dir, interval=1)
+    elif scope == 'mmdet':
+        hook.update(draw=True, test_out_dir=show_dir)
+    elif scope == 'mmseg':
+        hook.update(draw=True)
+        cfg.visualizer['save_dir'] = show_dir
+    else:
+        raise SystemExit(
+            f'test.py: error: --show-dir supports the mmpretrain, mmdet and '
+            f'mmseg scopes; the config\'s default_scope is {scope!r}')
+
+
+def merge_args(cfg: Config, args) -> Config:
+    """Apply the command line to ``cfg``."""
+    cfg.launcher = args.launcher
+    if args.cfg_options is not None:
+        cfg.merge_from_dict(args.cfg_options)
+    if args.work_dir is not None:
+        cfg.work_dir = args.work_dir
+    elif cfg.get('work_dir', None) is None:
+        cfg.work_dir = osp.join('./work_dirs',
+                                osp.splitext(osp.basename(args.config))[0])
+    cfg.load_from = args.checkpoint
+    if args.show_dir:
+        enable_visualization(cfg, args.show_dir)
+    if args.out and args.out_item == 'pred' and _scope(cfg) == 'mmseg':
+        # mmseg's IoUMetric writes prediction maps into a directory.
+        cfg.test_evaluator['output_dir'] = args.out
+        cfg.test_evaluator['keep_results'] = True
+    return cfg
+
+
+def dump_predictions_metric(scope: str, out: str):
+    """The dummy metric that saves raw predictions to ``out`` (.pkl)."""
+    if not out.endswith(('.pkl', '.pickle')):
+        raise SystemExit(
+            f'test.py: error: --out {out}: predictions are saved as a '
+            'pickle, use a .pkl file name (or --out-item metrics)')
+    if scope == 'mmdet':
+        # Encodes masks as RLE; imported only for detection configs.
+        from mmdet.evaluation import DumpDetResults
+        return DumpDetResults(out_file_path=out)
+    return DumpResults(out_file_path=out)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    cfg = Config.fromfile(args.config)
+    cfg = merge_args(cfg, args)
+    scope = _scope(cfg)
+    dump_metric = None
+    if args.out and args.out_item == 'pred' and scope != 'mmseg':
+        dump_metric = dump_predictions_metric(scope, args.out)
+
+    if 'runner_type' not in cfg:
+        runner = Runner.from_cfg(cfg)
+    else:
+        runner = RUNNERS.build(cfg)
+    if dump_metric is not None:
+        runner.test_evaluator.metrics.append(dump_metric)
+
+    metrics = runner.test()
+
+    if args.out and args.out_item == 'metrics':
+        mmengine.dump(metrics, args.out)
+    if runner.rank == 0:
+        print(f'Metrics of {args.checkpoint}:')
+        for name, value in metrics.items():
+            if isinstance(value, float):
+                value = f'{value:.4f}'
+            print(f'  {name}: {value}')
+
+
+if __name__ == '__main__':
+    main()

@@ -39,7 +39,7 @@ from PIL import Image
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from shapes import (class_style, prepare_out_dir,  # noqa: E402
-                    render_scene)
+                    read_marker, render_scene)
 
 MARKER = 'make_coco.json'
 SPLIT_IDS = {'train2017': 0, 'val2017': 1}
@@ -213,11 +213,7 @@ def make_coco(out_dir: str,
 
 def read_info(out_dir: str) -> Optional[dict]:
     """The description of a set made by :func:`make_coco`, or None."""
-    path = osp.join(out_dir, MARKER)
-    if not osp.isfile(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
+    return read_marker(out_dir, MARKER)
 
 
 def parse_args(argv=None):

@@ -44,7 +44,8 @@ from PIL import Image
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from shapes import (UNIT_POLYGONS, class_style, hsv_to_rgb,  # noqa: E402
-                    polygon_mask, prepare_out_dir, render_background)
+                    polygon_mask, prepare_out_dir, read_marker,
+                    render_background)
 
 MARKER = 'make_imagenet.json'
 SPLIT_IDS = {'train': 0, 'val': 1}
@@ -189,11 +190,7 @@ def make_imagenet(out: str,
 def read_info(out: str) -> Optional[dict]:
     """The description of a data set made by :func:`make_imagenet`, or
     None if ``out`` holds none."""
-    path = osp.join(out, MARKER)
-    if not osp.isfile(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
+    return read_marker(out, MARKER)
 
 
 def parse_args(argv=None):

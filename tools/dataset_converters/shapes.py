@@ -21,11 +21,12 @@ Example::
     scene.labels     # (N,) int64 in [0, num_classes)
     scene.class_map  # (160, 200) uint8: 0 background, k + 1 for class k
 """
+import json
 import os
 import os.path as osp
 import shutil
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 
@@ -280,3 +281,13 @@ def prepare_out_dir(out_dir: str, marker: str, overwrite: bool,
             raise FileExistsError(f'{out_dir} was not made by {tool} (no '
                                   f'{marker}); refusing to delete it')
         shutil.rmtree(out_dir)
+
+
+def read_marker(out_dir: str, marker: str) -> Optional[dict]:
+    """The description a generator wrote into ``out_dir/marker``, or None
+    if ``out_dir`` holds no set made by it."""
+    path = osp.join(out_dir, marker)
+    if not osp.isfile(path):
+        return None
+    with open(path) as f:
+        return json.load(f)

@@ -50,16 +50,19 @@ test_dataloader = val_dataloader
 val_evaluator = dict(ann_file=data_root + 'annotations/instances_val2017.json')
 test_evaluator = val_evaluator
 
-# Schedule: a short run; the batch of 4 on one machine learns faster with a
-# larger learning rate than the 8x2 recipe's 1e-4.
-max_epochs = 12
+# Schedule: 8 short epochs (480 iterations, about 9 minutes on 2 cores),
+# the learning rate divided by 10 for the last one; the batch of 4 learns
+# faster with a larger learning rate than the 8x2 recipe's 1e-4. A fixed
+# seed makes the demo repeatable.
+max_epochs = 8
 train_cfg = dict(max_epochs=max_epochs, val_interval=max_epochs)
 param_scheduler = [
     dict(type='LinearLR', start_factor=0.01, by_epoch=False, begin=0,
          end=50),
     dict(type='MultiStepLR', begin=0, end=max_epochs, by_epoch=True,
-         milestones=[9, 11], gamma=0.1)
+         milestones=[7], gamma=0.1)
 ]
+randomness = dict(seed=0)
 optim_wrapper = dict(optimizer=dict(lr=4e-4))
 default_hooks = dict(
     logger=dict(interval=10),

@@ -46,6 +46,7 @@ import time
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 sys.path.insert(0, osp.join(REPO, 'tools', 'dataset_converters'))
+import make_coco  # noqa: E402
 from make_imagenet import (generator_id, make_imagenet,  # noqa: E402
                            read_info)
 
@@ -60,15 +61,19 @@ QUICK = dict(train_per_class=60, max_epochs=10)
 ECHO = re.compile(r'Epoch\((train|val|test)\)|Error|error:|Traceback')
 
 
-def run_step(name: str, cmd: list, log_file: str, echo: bool = True) -> int:
+def run_step(name: str, cmd: list, log_file: str, echo: bool = True,
+             threads: str = '1') -> int:
     """Run ``cmd`` from the repository root; keep its output in
     ``log_file``, echo progress lines, and print the tail on failure."""
     print(f'[demo] {name}: {" ".join(cmd)}', flush=True)
     os.makedirs(osp.dirname(log_file), exist_ok=True)
-    # One intra-op thread: the demo's model is small, and two threads on a
-    # 2-core machine that is doing anything else run 5-10x slower (measured).
+    # One intra-op thread by default: the classification demo's model is
+    # small, and two threads on a 2-core machine that is doing anything
+    # else run 5-10x slower (measured). The detector passes threads=None
+    # (all cores: its layers are large enough to use them).
     env = dict(os.environ)
-    env.setdefault('OMP_NUM_THREADS', '1')
+    if threads is not None:
+        env.setdefault('OMP_NUM_THREADS', threads)
     tail = []
     with open(log_file, 'w') as log, subprocess.Popen(
             cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
@@ -85,16 +90,19 @@ def run_step(name: str, cmd: list, log_file: str, echo: bool = True) -> int:
     return proc.returncode
 
 
-def ensure_data(data_root: str, spec: dict) -> str:
-    """Generate the data set unless the same one is already there."""
-    info = read_info(data_root)
-    wanted = dict(spec, generator=generator_id())
+def ensure_data(data_root: str, spec: dict, make=make_imagenet,
+                read=read_info, generator=generator_id) -> str:
+    """Generate the data set unless the same one is already there (made by
+    ``make`` with the same ``spec``, and by the same ``generator`` code if
+    the generator records one)."""
+    info = read(data_root)
+    wanted = dict(spec, generator=generator()) if generator else spec
     if info is not None and all(info.get(k) == v for k, v in wanted.items()):
         print(f'[demo] data: reusing {data_root} ({info["num_train"]} train '
               f'/ {info["num_val"]} val images)')
         return 'reused'
     t = time.time()
-    info = make_imagenet(data_root, overwrite=info is not None, **spec)
+    info = make(data_root, overwrite=info is not None, **spec)
     print(f'[demo] data: wrote {info["num_train"]} train / {info["num_val"]} '
           f'val images of {info["num_classes"]} classes to {data_root} '
           f'({time.time() - t:.0f} s)')
@@ -273,7 +281,8 @@ def run_det(args) -> int:
                                  if args.quick else 'work_dirs/demo_det')
     data_abs, work_abs = osp.join(REPO, data_root), osp.join(REPO, work_dir)
     t0 = time.time()
-    ensure_data(data_abs, spec, make_coco.make_coco, make_coco.read_info)
+    ensure_data(data_abs, spec, make_coco.make_coco, make_coco.read_info,
+                generator=None)
     if osp.isdir(work_abs):
         shutil.rmtree(work_abs)  # this run's checkpoints and logs only
     os.makedirs(work_abs)
@@ -300,7 +309,7 @@ def run_det(args) -> int:
                 f'test_dataloader.dataset.pipeline.1.scale=({size},{size})']
         rc = run_step(f'test {name} model at {size}x{size}', cmd,
                       osp.join(work_abs, f'demo_test_{name}_{size}.out'),
-                      echo=False)
+                      echo=False, threads=None)
         if rc:
             return None
         with open(osp.join(REPO, out)) as f:
@@ -322,7 +331,7 @@ def run_det(args) -> int:
     rc = run_step('train', [
         py, 'tools/train.py', config, '--work-dir', work_dir,
         '--cfg-options', *train_options
-    ], osp.join(work_abs, 'demo_train.out'))
+    ], osp.join(work_abs, 'demo_train.out'), threads=None)
     train_s = time.time() - t
     ckpt = osp.join(work_dir, f'epoch_{max_epochs}.pth')
     if rc != 0:

@@ -4,6 +4,7 @@ import os.path as osp
 from typing import Optional
 
 import torch.nn as nn
+import torch.utils.checkpoint as cp
 from mmengine.logging import MMLogger
 from mmengine.model import BaseModule
 from mmengine.model.weight_init import trunc_normal_
@@ -95,6 +96,20 @@ class BaseBackbone(BaseModule):
         for name, p in self.named_parameters():
             if name.rsplit('.', 1)[-1] in TRUNC_NORMAL_PARAMS:
                 trunc_normal_(p, std=.02)
+
+    def _run_stage(self, blocks, pegs, x, hw_shape):
+        """Run ``blocks`` on the tokens ``x``, with a PEG after block ``j``
+        where ``pegs`` has the key ``str(j)`` ('-1': before the first)."""
+        if '-1' in pegs:
+            x = pegs['-1'](x, hw_shape)
+        for j, block in enumerate(blocks):
+            if self.with_cp and self.training and x.requires_grad:
+                x = cp.checkpoint(block, x, hw_shape, use_reentrant=False)
+            else:
+                x = block(x, hw_shape)
+            if str(j) in pegs:
+                x = pegs[str(j)](x, hw_shape)
+        return x
 
     def _freeze_stages(self):
         """Put frozen parts in eval mode without gradients."""

@@ -9,7 +9,6 @@ from typing import Optional, Sequence, Union
 
 import torch
 import torch.nn as nn
-import torch.utils.checkpoint as cp
 from mmcv.cnn import build_norm_layer
 from mmcv.cnn.bricks.transformer import PatchEmbed
 from mmengine.model import ModuleDict, ModuleList
@@ -251,16 +250,7 @@ class PVTPEG(BaseBackbone):
             if self.pos_embeds is not None:
                 x = self.pos_embeds[i](x, hw_shape)
             x = self.pos_drops[i](x)
-            pegs = self.pegs[i]
-            if '-1' in pegs:
-                x = pegs['-1'](x, hw_shape)
-            for j, block in enumerate(self.stages[i]):
-                if self.with_cp and self.training and x.requires_grad:
-                    x = cp.checkpoint(block, x, hw_shape, use_reentrant=False)
-                else:
-                    x = block(x, hw_shape)
-                if str(j) in pegs:
-                    x = pegs[str(j)](x, hw_shape)
+            x = self._run_stage(self.stages[i], self.pegs[i], x, hw_shape)
             x = self.norms[i](x)
             if i == self.num_stages - 1 and self.out_type != 'featmap':
                 outs.append(x[:, 0] if self.with_cls_token else x.mean(1))

@@ -10,7 +10,6 @@ from typing import Optional, Sequence, Union
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import torch.utils.checkpoint as cp
 from mmcv.cnn import build_norm_layer
 from mmcv.cnn.bricks.transformer import PatchEmbed
 from mmengine.model import BaseModule, ModuleDict, ModuleList
@@ -316,16 +315,7 @@ class SwinPEG(BaseBackbone):
         x = self.drop_after_pos(x)
         outs = []
         for i in range(self.num_stages):
-            pegs = self.pegs[i]
-            if '-1' in pegs:
-                x = pegs['-1'](x, hw_shape)
-            for j, block in enumerate(self.stages[i]):
-                if self.with_cp and self.training and x.requires_grad:
-                    x = cp.checkpoint(block, x, hw_shape, use_reentrant=False)
-                else:
-                    x = block(x, hw_shape)
-                if str(j) in pegs:
-                    x = pegs[str(j)](x, hw_shape)
+            x = self._run_stage(self.stages[i], self.pegs[i], x, hw_shape)
             if self.out_type == 'featmap' and i in self.out_indices:
                 out = self.norms[i](x)
                 # (B, H*W, C) -> (B, C, H, W)

@@ -206,3 +206,21 @@ def test_entry_point_is_pvt_tiny_peg_1x():
     assert entry.model.backbone.type == 'mmcpvt.PVTPEG'
     assert entry.model.backbone.arch == 'tiny'
     assert entry.data_root == 'data/coco/'
+
+
+def test_demo_detection_config():
+    """`make demo`'s config inherits the user's entry config and changes
+    only data, classes, scale, schedule and the ImageNet checkpoint."""
+    path = osp.join(ROOT, 'configs', 'demo', 'retinanet_pvt-t-peg_demo_coco.py')
+    cfg = _load(path)
+    entry = Config.fromfile(osp.join(ROOT, 'configs', ENTRY))
+    assert cfg.model.backbone.type == entry.model.backbone.type
+    assert cfg.model.backbone.init_cfg is None
+    assert cfg.model.bbox_head.num_classes == len(cfg.classes)
+    assert cfg.train_dataloader.dataset.metainfo.classes == cfg.classes
+    assert cfg.model.neck == entry.model.neck
+    model = _build(cfg).eval()
+    with torch.no_grad():
+        cls_scores, _ = model(torch.randn(1, 3, 256, 256), mode='tensor')
+    assert cls_scores[0].shape[1] == 9 * len(cfg.classes)
+    assert all(torch.isfinite(s).all() for s in cls_scores)

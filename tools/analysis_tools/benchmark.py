@@ -213,7 +213,13 @@ class Runner:
 
 
 def compare(a, b, what, size, args, batch=None):
-    """Median seconds per call of ``what`` for models a and b, interleaved."""
+    """Time ``what`` for models a and b in interleaved rounds.
+
+    Returns the median seconds per call of a and of b, and the median over
+    rounds of the per-round ratio b / a: the two calls of a round run back
+    to back, so this ratio cancels the machine's drift between rounds,
+    which the ratio of the two medians does not.
+    """
     batch = batch or args.batch
     runners = [Runner(n, args, size, batch) for n in (a, b)]
     for r in runners:
@@ -226,7 +232,8 @@ def compare(a, b, what, size, args, batch=None):
     for i in range(args.rounds):
         for j in ((0, 1) if i % 2 == 0 else (1, 0)):
             times[j].append(runners[j].timed(what))
-    return [statistics.median(t) for t in times]
+    paired = statistics.median(tb / ta for ta, tb in zip(*times))
+    return statistics.median(times[0]), statistics.median(times[1]), paired
 
 
 def peak_memory(name, args, size):
@@ -333,12 +340,12 @@ def main():
             for w in whats:
                 batch = (DETECTOR_BATCH if ours.startswith('retinanet')
                          else args.batch)
-                t_ours, t_theirs = compare(ours, theirs, w, size, args,
-                                           batch=batch)
+                t_ours, t_theirs, ratio = compare(ours, theirs, w, size,
+                                                  args, batch=batch)
                 row = dict(ours=ours, theirs=theirs, what=w, size=size,
                            batch=batch, ours_img_s=batch / t_ours,
                            theirs_img_s=batch / t_theirs,
-                           ratio=t_theirs / t_ours, target=want)
+                           ratio=ratio, target=want)
                 results.append(row)
                 verdict = '' if want is None or w != what else (
                     f'  target >= {want:.2f}: '
@@ -348,11 +355,11 @@ def main():
                       f'{row["theirs_img_s"]:8.2f} img/s  ratio '
                       f'{row["ratio"]:.3f}{verdict}', flush=True)
             if args.latency:
-                t_ours, t_theirs = compare(ours, theirs, 'forward', size,
-                                           args, batch=1)
+                t_ours, t_theirs, ratio = compare(ours, theirs, 'forward',
+                                                  size, args, batch=1)
                 print(f'latency {size:4d}px  {ours:24s} {t_ours * 1e3:8.1f} '
                       f'ms     vs  {theirs:28s} {t_theirs * 1e3:8.1f} ms  '
-                      f'ratio {t_theirs / t_ours:.3f}', flush=True)
+                      f'ratio {ratio:.3f}', flush=True)
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(results, f, indent=1)

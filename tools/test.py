@@ -19,14 +19,13 @@ import sys
 import mmengine
 from mmengine.config import Config, DictAction
 from mmengine.evaluator import DumpResults
-from mmengine.registry import RUNNERS
-from mmengine.runner import Runner
 
 try:
     import mmcpvt  # noqa: F401  (registers modules, checkpoint allow-list)
 except ImportError:  # not installed: run from a clone
     sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
     import mmcpvt  # noqa: F401
+from mmcpvt.utils.runner import apply_common_args, build_runner  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -107,14 +106,7 @@ def enable_visualization(cfg: Config, show_dir: str) -> None:
 
 def merge_args(cfg: Config, args) -> Config:
     """Apply the command line to ``cfg``."""
-    cfg.launcher = args.launcher
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
-    if args.work_dir is not None:
-        cfg.work_dir = args.work_dir
-    elif cfg.get('work_dir', None) is None:
-        cfg.work_dir = osp.join('./work_dirs',
-                                osp.splitext(osp.basename(args.config))[0])
+    cfg = apply_common_args(cfg, args)
     cfg.load_from = args.checkpoint
     if args.show_dir:
         enable_visualization(cfg, args.show_dir)
@@ -147,10 +139,7 @@ def main(argv=None):
     if args.out and args.out_item == 'pred' and scope != 'mmseg':
         dump_metric = dump_predictions_metric(scope, args.out)
 
-    if 'runner_type' not in cfg:
-        runner = Runner.from_cfg(cfg)
-    else:
-        runner = RUNNERS.build(cfg)
+    runner = build_runner(cfg)
     if dump_metric is not None:
         runner.test_evaluator.metrics.append(dump_metric)
 

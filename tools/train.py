@@ -21,14 +21,14 @@ import sys
 
 from mmengine.config import Config, DictAction
 from mmengine.logging import print_log
-from mmengine.registry import RUNNERS
-from mmengine.runner import Runner, find_latest_checkpoint
+from mmengine.runner import find_latest_checkpoint
 
 try:
     import mmcpvt  # noqa: F401  (registers modules, checkpoint allow-list)
 except ImportError:  # not installed: run from a clone
     sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
     import mmcpvt  # noqa: F401
+from mmcpvt.utils.runner import apply_common_args, build_runner  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -96,16 +96,7 @@ def _has_accelerator() -> bool:
 
 def merge_args(cfg: Config, args) -> Config:
     """Apply the command line to ``cfg``; SystemExit on unusable options."""
-    cfg.launcher = args.launcher
-    if args.cfg_options is not None:
-        cfg.merge_from_dict(args.cfg_options)
-
-    # work_dir: CLI > config > ./work_dirs/<config name>
-    if args.work_dir is not None:
-        cfg.work_dir = args.work_dir
-    elif cfg.get('work_dir', None) is None:
-        cfg.work_dir = osp.join('./work_dirs',
-                                osp.splitext(osp.basename(args.config))[0])
+    cfg = apply_common_args(cfg, args)
 
     if args.no_validate:
         cfg.val_cfg = None
@@ -162,12 +153,7 @@ def main(argv=None):
     cfg = Config.fromfile(args.config)
     cfg = merge_args(cfg, args)
 
-    # The runner switches to cfg.default_scope, which imports the registries
-    # of mmpretrain, mmdet or mmseg as needed.
-    if 'runner_type' not in cfg:
-        runner = Runner.from_cfg(cfg)
-    else:
-        runner = RUNNERS.build(cfg)
+    runner = build_runner(cfg)
     runner.train()
 
 

@@ -150,6 +150,20 @@ def test_benchmark_cli_pair():
                               theirs / ours) < 2, found[0]
 
 
+def test_benchmark_cli_reports_page_faults_and_retains_memory():
+    out = run_tool('benchmark', '--pairs', 'cpvt-tiny:cpvt-tiny-nopeg',
+                   '--sizes', '64', '--batch', '2', '--rounds', '2',
+                   '--warmup', '2', '--threads', '1', '--malloc', 'retain')
+    assert out.returncode == 0, out.stderr
+    assert 'malloc retain' in out.stdout.splitlines()[0], out.stdout
+    match = re.search(rf'ratio {NUMBER}\s+\(page faults/call {NUMBER} vs '
+                      rf'{NUMBER}\)', out.stdout)
+    assert match, out.stdout
+    # with freed memory retained, a warmed-up forward faults nothing in
+    assert float(match.group(2)) == 0 and float(match.group(3)) == 0, \
+        out.stdout
+
+
 def test_benchmark_cli_memory():
     out = run_tool('benchmark', '--memory', 'cpvt-tiny', '--sizes', '64',
                    '--batch', '2', '--threads', '1')
@@ -219,6 +233,7 @@ def test_benchmark_compare_interleaves(benchmark, monkeypatch):
     # per-round ratios wide / small: 5/1, 4/3, 6/2, 0/9
     assert result[:2] == (2.5, 4.5)
     assert result[2] == pytest.approx((4 / 3 + 3) / 2)
+    assert len(result[3]) == 2  # page faults per call of each
 
 
 # -------------------------------------------------------- train_step_check

@@ -16,6 +16,7 @@ fresh process per model), with the ratio ours / theirs.
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -212,13 +213,21 @@ class Runner:
         return time.perf_counter() - t0
 
 
+def _minor_faults():
+    """Minor page faults of this process so far: memory the allocator got
+    from the system and touched for the first time (see
+    mmcpvt/utils/malloc.py)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def compare(a, b, what, size, args, batch=None):
     """Time ``what`` for models a and b in interleaved rounds.
 
-    Returns the median seconds per call of a and of b, and the median over
-    rounds of the per-round ratio b / a: the two calls of a round run back
+    Returns the median seconds per call of a and of b, the median over
+    rounds of the per-round ratio b / a (the two calls of a round run back
     to back, so this ratio cancels the machine's drift between rounds,
-    which the ratio of the two medians does not.
+    which the ratio of the two medians does not), and the median minor page
+    faults per call of a and of b.
     """
     batch = batch or args.batch
     runners = [Runner(n, args, size, batch) for n in (a, b)]
@@ -228,12 +237,15 @@ def compare(a, b, what, size, args, batch=None):
             r.timed(what)
     # Keyed by position, so that a model can be compared with itself: the
     # ratio of an A:A pair shows the noise of the measurement.
-    times = [[], []]
+    times, faults = [[], []], [[], []]
     for i in range(args.rounds):
         for j in ((0, 1) if i % 2 == 0 else (1, 0)):
+            f0 = _minor_faults()
             times[j].append(runners[j].timed(what))
+            faults[j].append(_minor_faults() - f0)
     paired = statistics.median(tb / ta for ta, tb in zip(*times))
-    return statistics.median(times[0]), statistics.median(times[1]), paired
+    return (statistics.median(times[0]), statistics.median(times[1]), paired,
+            [statistics.median(f) for f in faults])
 
 
 def peak_memory(name, args, size):
@@ -251,7 +263,7 @@ def peak_memory(name, args, size):
     cmd = [sys.executable, __file__, '--memory-child', name, '--sizes',
            str(size), '--batch', str(args.batch), '--threads',
            str(args.threads)] + (['--with-cp'] if args.with_cp else []) + (
-               ['--bf16'] if args.bf16 else [])
+               ['--bf16'] if args.bf16 else []) + ['--malloc', args.malloc]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])['peak_mib']
 
@@ -295,11 +307,20 @@ def main():
     parser.add_argument('--memory', nargs='*', metavar='MODEL',
                         help='peak training memory of MODELs (with and '
                         'without --with-cp: run twice)')
+    parser.add_argument(
+        '--malloc', default='default', choices=['default', 'retain'],
+        help='default: glibc as configured; retain: keep freed memory in '
+        'the heap (mmcpvt.utils.malloc), which removes the page faults of '
+        're-allocation for both models alike')
     parser.add_argument('--warmup', type=int, default=2)
     parser.add_argument('--rounds', type=int, default=6)
     parser.add_argument('--json', help='also write the results here')
     parser.add_argument('--memory-child', help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.malloc == 'retain':
+        from mmcpvt.utils.malloc import retain_freed_memory
+        if not retain_freed_memory():
+            parser.error('--malloc retain needs glibc')
     torch.set_num_threads(args.threads)
     import mmcpvt  # noqa: F401
     from mmengine.logging import MMLogger
@@ -308,7 +329,8 @@ def main():
         return _memory_child(args)
 
     print(f'torch {torch.__version__}, {args.device}, {args.threads} threads, '
-          f'batch {args.batch}, {"bf16 autocast" if args.bf16 else "fp32"}'
+          f'batch {args.batch}, {"bf16 autocast" if args.bf16 else "fp32"}, '
+          f'malloc {args.malloc}'
           f'{", torch.compile" if args.compile else ""}'
           f'{", with_cp" if args.with_cp else ""}')
     for pair in args.pairs or []:
@@ -340,12 +362,13 @@ def main():
             for w in whats:
                 batch = (DETECTOR_BATCH if ours.startswith('retinanet')
                          else args.batch)
-                t_ours, t_theirs, ratio = compare(ours, theirs, w, size,
-                                                  args, batch=batch)
+                t_ours, t_theirs, ratio, faults = compare(
+                    ours, theirs, w, size, args, batch=batch)
                 row = dict(ours=ours, theirs=theirs, what=w, size=size,
                            batch=batch, ours_img_s=batch / t_ours,
                            theirs_img_s=batch / t_theirs,
-                           ratio=ratio, target=want)
+                           ratio=ratio, target=want, malloc=args.malloc,
+                           ours_faults=faults[0], theirs_faults=faults[1])
                 results.append(row)
                 verdict = '' if want is None or w != what else (
                     f'  target >= {want:.2f}: '
@@ -353,10 +376,11 @@ def main():
                 print(f'{w:7s} {size:4d}px b{batch:<3d} {ours:24s} '
                       f'{row["ours_img_s"]:8.2f} img/s  vs  {theirs:28s} '
                       f'{row["theirs_img_s"]:8.2f} img/s  ratio '
-                      f'{row["ratio"]:.3f}{verdict}', flush=True)
+                      f'{row["ratio"]:.3f}{verdict}  (page faults/call '
+                      f'{faults[0]:.0f} vs {faults[1]:.0f})', flush=True)
             if args.latency:
-                t_ours, t_theirs, ratio = compare(ours, theirs, 'forward',
-                                                  size, args, batch=1)
+                t_ours, t_theirs, ratio, _ = compare(
+                    ours, theirs, 'forward', size, args, batch=1)
                 print(f'latency {size:4d}px  {ours:24s} {t_ours * 1e3:8.1f} '
                       f'ms     vs  {theirs:28s} {t_theirs * 1e3:8.1f} ms  '
                       f'ratio {ratio:.3f}', flush=True)

@@ -101,14 +101,14 @@ class BaseBackbone(BaseModule):
         """Run ``blocks`` on the tokens ``x``, with a PEG after block ``j``
         where ``pegs`` has the key ``str(j)`` ('-1': before the first)."""
         if '-1' in pegs:
-            x = pegs['-1'](x, hw_shape)
+            x = pegs['-1'](x, hw_shape, inplace=True)
         for j, block in enumerate(blocks):
             if self.with_cp and self.training and x.requires_grad:
                 x = cp.checkpoint(block, x, hw_shape, use_reentrant=False)
             else:
                 x = block(x, hw_shape)
             if str(j) in pegs:
-                x = pegs[str(j)](x, hw_shape)
+                x = pegs[str(j)](x, hw_shape, inplace=True)
         return x
 
     def _freeze_stages(self):

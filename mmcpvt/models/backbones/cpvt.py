@@ -265,7 +265,7 @@ class CPVT(BaseBackbone):
         """Returns (tokens, encoding for the next encoder's q/k or None)."""
         if self.peg_qk_only:
             return x, self.pegs[key](x, hw_shape) - x
-        return self.pegs[key](x, hw_shape), None
+        return self.pegs[key](x, hw_shape, inplace=True), None
 
     def forward(self, x: torch.Tensor) -> tuple:
         B = x.shape[0]

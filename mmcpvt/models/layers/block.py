@@ -4,10 +4,10 @@ from typing import Optional, Sequence
 import torch
 from mmcv.cnn import build_norm_layer
 from mmcv.cnn.bricks.drop import DropPath
-from mmcv.cnn.bricks.transformer import FFN
 from mmengine.model import BaseModule
 
 from .attention import Attention
+from .ffn import FFN
 
 
 class TransformerBlock(BaseModule):

@@ -111,14 +111,21 @@ class ConditionalPositionEncoding(BaseModule):
             self.proj.eval()
         return self
 
-    def forward(self, x: torch.Tensor,
-                hw_shape: Sequence[int]) -> torch.Tensor:
+    def forward(self,
+                x: torch.Tensor,
+                hw_shape: Sequence[int],
+                inplace: bool = False) -> torch.Tensor:
         """Add the conditional position encoding.
 
         Args:
             x (Tensor): Tokens (B, N, C); the first ``N - H*W`` tokens (class
                 token) are passed through unchanged.
             hw_shape (tuple[int]): (H, W) of the token map.
+            inplace (bool): Where autograd records nothing (no grad, frozen
+                weights), add the encoding into ``x`` itself and return it.
+                The backbones pass True for the token tensors they own: it
+                saves the two (B, N, C) allocations of the sum and of the
+                concatenation with the class token. Defaults to False.
 
         Returns:
             Tensor: (B, N', C), with N' = N for stride 1.
@@ -133,9 +140,14 @@ class ConditionalPositionEncoding(BaseModule):
         # the convolution runs in its fast channels-last kernel.
         feat = tokens.reshape(B, H, W, C).permute(0, 3, 1, 2)
         out = self.proj(feat)
+        if (self.with_identity and inplace and not x.requires_grad
+                and not out.requires_grad and out.dtype == x.dtype):
+            # (B, C, H, W) channels-last -> (B, H*W, C) view, added into
+            # the patch tokens of x: the class token stays where it is.
+            tokens.add_(out.permute(0, 2, 3, 1).reshape(B, H * W, C))
+            return x
         if self.with_identity:
             out = out + feat
         # (B, C', H', W') -> (B, H'*W', C'), a view for channels-last maps
         out = out.permute(0, 2, 3, 1).reshape(B, -1, out.shape[1])
         return torch.cat((extra, out), dim=1) if num_extra else out
-

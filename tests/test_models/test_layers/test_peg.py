@@ -97,3 +97,43 @@ def test_depthwise_needs_equal_channels():
 def test_token_count_mismatch_is_explained():
     with pytest.raises(ValueError, match='3x3'):
         PEG(4, 4)(torch.randn(1, 5, 4), (3, 3))
+
+
+@pytest.mark.parametrize('num_extra', [0, 1])
+def test_inplace_peg_without_autograd_writes_into_its_input(num_extra):
+    C, H, W = 6, 4, 5
+    peg = PEG(C, C)
+    x = torch.randn(2, num_extra + H * W, C)
+    ref = peg(x, (H, W))  # out of place, with autograd
+    x_in = x.clone()
+    with torch.no_grad():
+        out = peg(x_in, (H, W), inplace=True)
+    assert out.data_ptr() == x_in.data_ptr()  # no new (B, N, C) tensor
+    torch.testing.assert_close(out, ref.detach(), rtol=0, atol=0)
+    if num_extra:
+        assert torch.equal(out[:, 0], x[:, 0])  # class token untouched
+
+
+def test_inplace_peg_leaves_its_input_alone_when_autograd_records():
+    C, H, W = 6, 4, 4
+    peg = PEG(C, C)
+    x = torch.randn(2, 1 + H * W, C, requires_grad=True)
+    x_copy = x.detach().clone()
+    out = peg(x, (H, W), inplace=True)
+    assert torch.equal(x.detach(), x_copy)
+    out.sum().backward()
+    assert x.grad is not None and peg.proj[0].weight.grad is not None
+    # without a grad on x, a trainable PEG still records its weights
+    x2 = x_copy.clone()
+    out2 = peg(x2, (H, W), inplace=True)
+    assert torch.equal(x2, x_copy) and out2.requires_grad
+    torch.testing.assert_close(out2, out)
+
+
+def test_inplace_is_ignored_without_identity():
+    peg = PEG(4, 8, stride=2, depthwise=False)
+    x = torch.randn(1, 16, 4)
+    with torch.no_grad():
+        out = peg(x.clone(), (4, 4), inplace=True)
+        assert out.shape == (1, 4, 8)
+        torch.testing.assert_close(out, peg(x, (4, 4)))

@@ -2,12 +2,16 @@
 today (mmpretrain, timm, mmdet), measured side by side in one process.
 
 For each pair, ours and theirs run on the same input, threads and dtype, in
-alternating rounds (so that drifts of the machine hit both alike); each
-figure is the median over rounds after warm-up. Printed: forward
-throughput (img/s), training-step throughput (forward + backward + AdamW
-step, img/s), latency at batch 1 (ms), and with ``--memory`` the peak memory
-of a training step (CUDA: the allocator's peak; CPU: peak RSS growth of a
-fresh process per model), with the ratio ours / theirs.
+ABBA blocks after warm-up (so that drifts of the machine and the order of
+the calls hit both alike). Printed: forward throughput (img/s),
+training-step throughput (forward + backward + AdamW step, img/s), latency
+at batch 1 (ms), each the median over rounds; the ratio ours / theirs (the
+median over blocks) with its interquartile range over blocks in brackets;
+the minor page faults per call of each (memory that the C library had
+given back and had to fault in again: see mmcpvt/utils/malloc.py and
+``--malloc``); and with ``--memory`` the peak memory of a training step
+(CUDA: the allocator's peak; CPU: peak RSS growth of a fresh process per
+model).
 
     python tools/analysis_tools/benchmark.py                  # the targets
     python tools/analysis_tools/benchmark.py --pairs cpvt-tiny:deit-tiny@mmpretrain \\
@@ -221,13 +225,17 @@ def _minor_faults():
 
 
 def compare(a, b, what, size, args, batch=None):
-    """Time ``what`` for models a and b in interleaved rounds.
+    """Time ``what`` for models a and b in ABBA blocks.
 
-    Returns the median seconds per call of a and of b, the median over
-    rounds of the per-round ratio b / a (the two calls of a round run back
-    to back, so this ratio cancels the machine's drift between rounds,
-    which the ratio of the two medians does not), and the median minor page
-    faults per call of a and of b.
+    Each block runs a, b, b, a; its ratio is b's time over a's time within
+    the block. Each model runs once first and once second in a block, so
+    an advantage of either position cancels, and so does a linear drift of
+    the machine within the block; drifts between blocks cancel in the
+    ratio.
+
+    Returns the median seconds per call of a and of b, the median block
+    ratio, its interquartile range (lo, hi) (how far one run can be
+    trusted), and the median minor page faults per call of a and of b.
     """
     batch = batch or args.batch
     runners = [Runner(n, args, size, batch) for n in (a, b)]
@@ -238,13 +246,18 @@ def compare(a, b, what, size, args, batch=None):
     # Keyed by position, so that a model can be compared with itself: the
     # ratio of an A:A pair shows the noise of the measurement.
     times, faults = [[], []], [[], []]
-    for i in range(args.rounds):
+    rounds = max(2, args.rounds + args.rounds % 2)  # whole ABBA blocks
+    for i in range(rounds):
         for j in ((0, 1) if i % 2 == 0 else (1, 0)):
             f0 = _minor_faults()
             times[j].append(runners[j].timed(what))
             faults[j].append(_minor_faults() - f0)
-    paired = statistics.median(tb / ta for ta, tb in zip(*times))
-    return (statistics.median(times[0]), statistics.median(times[1]), paired,
+    blocks = [(times[1][k] + times[1][k + 1]) / (times[0][k] + times[0][k + 1])
+              for k in range(0, rounds, 2)]
+    spread = ((min(blocks), max(blocks)) if len(blocks) < 4 else
+              tuple(statistics.quantiles(blocks, n=4)[::2]))
+    return (statistics.median(times[0]), statistics.median(times[1]),
+            statistics.median(blocks), spread,
             [statistics.median(f) for f in faults])
 
 
@@ -362,12 +375,13 @@ def main():
             for w in whats:
                 batch = (DETECTOR_BATCH if ours.startswith('retinanet')
                          else args.batch)
-                t_ours, t_theirs, ratio, faults = compare(
+                t_ours, t_theirs, ratio, spread, faults = compare(
                     ours, theirs, w, size, args, batch=batch)
                 row = dict(ours=ours, theirs=theirs, what=w, size=size,
                            batch=batch, ours_img_s=batch / t_ours,
                            theirs_img_s=batch / t_theirs,
-                           ratio=ratio, target=want, malloc=args.malloc,
+                           ratio=ratio, ratio_iqr=spread, target=want,
+                           malloc=args.malloc,
                            ours_faults=faults[0], theirs_faults=faults[1])
                 results.append(row)
                 verdict = '' if want is None or w != what else (
@@ -376,14 +390,16 @@ def main():
                 print(f'{w:7s} {size:4d}px b{batch:<3d} {ours:24s} '
                       f'{row["ours_img_s"]:8.2f} img/s  vs  {theirs:28s} '
                       f'{row["theirs_img_s"]:8.2f} img/s  ratio '
-                      f'{row["ratio"]:.3f}{verdict}  (page faults/call '
+                      f'{row["ratio"]:.3f} [{spread[0]:.3f}, {spread[1]:.3f}]'
+                      f'{verdict}  (page faults/call '
                       f'{faults[0]:.0f} vs {faults[1]:.0f})', flush=True)
             if args.latency:
-                t_ours, t_theirs, ratio, _ = compare(
+                t_ours, t_theirs, ratio, spread, _ = compare(
                     ours, theirs, 'forward', size, args, batch=1)
                 print(f'latency {size:4d}px  {ours:24s} {t_ours * 1e3:8.1f} '
                       f'ms     vs  {theirs:28s} {t_theirs * 1e3:8.1f} ms  '
-                      f'ratio {ratio:.3f}', flush=True)
+                      f'ratio {ratio:.3f} [{spread[0]:.3f}, {spread[1]:.3f}]',
+                      flush=True)
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(results, f, indent=1)

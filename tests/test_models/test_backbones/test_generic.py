@@ -110,3 +110,26 @@ def test_default_init_is_the_transformer_init(name, cfg):
                 assert not m.bias.any(), n
         if isinstance(m, torch.nn.LayerNorm):
             assert (m.weight == 1).all() and not m.bias.any(), n
+
+
+@pytest.mark.parametrize('name, cfg', BACKBONES)
+def test_inference_without_autograd_gives_the_same_outputs(name, cfg):
+    """Without autograd the PEG adds into the tokens and the FFN activates
+    in place: same numbers as with autograd (up to rounding: with an
+    attention mask, SDPA may pick another kernel when it records), and the
+    input is untouched."""
+    torch.manual_seed(0)
+    model = MODELS.build(dict(type=name, **cfg))
+    model.init_weights()
+    model.eval()
+    x = torch.randn(2, 3, 61, 83)
+    x_copy = x.clone()
+    ref = model(x)
+    with torch.no_grad():
+        outs = model(x)
+    with torch.inference_mode():
+        outs_inf = model(x)
+    assert torch.equal(x, x_copy)
+    for o, o_inf, r in zip(outs, outs_inf, ref):
+        torch.testing.assert_close(o, r.detach())
+        torch.testing.assert_close(o_inf, r.detach())

@@ -153,8 +153,13 @@ def test_benchmark_cli_pair():
 def test_benchmark_cli_reports_page_faults_and_retains_memory():
     out = run_tool('benchmark', '--pairs', 'cpvt-tiny:cpvt-tiny-nopeg',
                    '--sizes', '64', '--batch', '2', '--rounds', '2',
-                   '--warmup', '2', '--threads', '1', '--malloc', 'retain')
+                   '--warmup', '2', '--threads', '1', '--malloc', 'retain',
+                   '--profile', '1')
     assert out.returncode == 0, out.stderr
+    for name in ('cpvt-tiny', 'cpvt-tiny-nopeg'):  # the operator tables
+        assert re.search(rf'profile {name}, 64px b2, 1 forwards, '
+                         rf'{NUMBER} page faults per forward', out.stdout)
+    assert out.stdout.count('aten::addmm') == 2, out.stdout
     assert 'malloc retain' in out.stdout.splitlines()[0], out.stdout
     match = re.search(rf'ratio {NUMBER} \[{NUMBER}, {NUMBER}\]\s+\(page '
                       rf'faults/call {NUMBER} vs {NUMBER}\)', out.stdout)
@@ -236,6 +241,16 @@ def test_benchmark_compare_interleaves(benchmark, monkeypatch):
     assert result[2] == pytest.approx((9 / 4 + 6 / 11) / 2)
     assert result[3] == pytest.approx((6 / 11, 9 / 4))  # spread: min, max
     assert len(result[4]) == 2  # page faults per call of each
+
+
+@pytest.mark.parametrize('n, lo, hi', [(5, 1, 5), (12, 3, 10), (20, 6, 15),
+                                       (30, 10, 21)])
+def test_median_interval_is_the_binomial_order_statistic(benchmark, n, lo,
+                                                        hi):
+    # the standard distribution-free 95 % intervals of a median (e.g.
+    # n = 12: 3rd to 10th value; n = 20: 6th to 15th)
+    values = [float(v) for v in range(n, 0, -1)]  # any order
+    assert benchmark.median_interval(values) == (lo, hi)
 
 
 # -------------------------------------------------------- train_step_check

@@ -6,7 +6,7 @@ ABBA blocks after warm-up (so that drifts of the machine and the order of
 the calls hit both alike). Printed: forward throughput (img/s),
 training-step throughput (forward + backward + AdamW step, img/s), latency
 at batch 1 (ms), each the median over rounds; the ratio ours / theirs (the
-median over blocks) with its interquartile range over blocks in brackets;
+median over blocks) with a 95 % confidence interval of it in brackets;
 the minor page faults per call of each (memory that the C library had
 given back and had to fault in again: see mmcpvt/utils/malloc.py and
 ``--malloc``); and with ``--memory`` the peak memory of a training step
@@ -19,6 +19,7 @@ model).
 """
 import argparse
 import json
+import math
 import os
 import resource
 import statistics
@@ -224,6 +225,22 @@ def _minor_faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
+def median_interval(values, level=0.95):
+    """Distribution-free confidence interval of the median: the k-th
+    smallest and k-th largest value, with the largest k for which the
+    binomial(n, 1/2) tails leave at least ``level`` between them; (min,
+    max) where n is too small for ``level``."""
+    xs = sorted(values)
+    n, k, tail = len(xs), 0, 0.
+    while True:  # P(fewer than k+1 of n values below the median)
+        tail += math.comb(n, k) / 2**n
+        if 1 - 2 * tail < level:
+            break
+        k += 1
+    k = max(k, 1)
+    return xs[k - 1], xs[n - k]
+
+
 def compare(a, b, what, size, args, batch=None):
     """Time ``what`` for models a and b in ABBA blocks.
 
@@ -234,8 +251,9 @@ def compare(a, b, what, size, args, batch=None):
     ratio.
 
     Returns the median seconds per call of a and of b, the median block
-    ratio, its interquartile range (lo, hi) (how far one run can be
-    trusted), and the median minor page faults per call of a and of b.
+    ratio, a 95 % confidence interval (lo, hi) of that median (how far one
+    run can be trusted), and the median minor page faults per call of a
+    and of b.
     """
     batch = batch or args.batch
     runners = [Runner(n, args, size, batch) for n in (a, b)]
@@ -254,11 +272,31 @@ def compare(a, b, what, size, args, batch=None):
             faults[j].append(_minor_faults() - f0)
     blocks = [(times[1][k] + times[1][k + 1]) / (times[0][k] + times[0][k + 1])
               for k in range(0, rounds, 2)]
-    spread = ((min(blocks), max(blocks)) if len(blocks) < 4 else
-              tuple(statistics.quantiles(blocks, n=4)[::2]))
+    spread = median_interval(blocks)
     return (statistics.median(times[0]), statistics.median(times[1]),
             statistics.median(blocks), spread,
             [statistics.median(f) for f in faults])
+
+
+def profile_table(name, size, args, rows=12):
+    """torch.profiler's operator table (by self time) over ``args.profile``
+    forwards of ``name`` after warm-up, with the page faults they took."""
+    from torch.profiler import ProfilerActivity, profile
+    r = Runner(name, args, size, args.batch)
+    r.model.to(args.device)
+    for _ in range(args.warmup):
+        r.forward()
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA]
+                                     if args.device == 'cuda' else [])
+    f0 = _minor_faults()
+    with profile(activities=acts) as prof:
+        for _ in range(args.profile):
+            r.forward()
+    faults = (_minor_faults() - f0) / args.profile
+    table = prof.key_averages().table(
+        sort_by='self_cpu_time_total', row_limit=rows)
+    return (f'profile {name}, {size}px b{args.batch}, {args.profile} '
+            f'forwards, {faults:.0f} page faults per forward\n{table}')
 
 
 def peak_memory(name, args, size):
@@ -317,6 +355,9 @@ def main():
                         help='also time the training step of every pair')
     parser.add_argument('--latency', action='store_true',
                         help='also time batch-1 forward latency')
+    parser.add_argument('--profile', type=int, default=0, metavar='N',
+                        help='also print the operator profile of N forwards '
+                        'of each model of each pair')
     parser.add_argument('--memory', nargs='*', metavar='MODEL',
                         help='peak training memory of MODELs (with and '
                         'without --with-cp: run twice)')
@@ -380,13 +421,15 @@ def main():
                 row = dict(ours=ours, theirs=theirs, what=w, size=size,
                            batch=batch, ours_img_s=batch / t_ours,
                            theirs_img_s=batch / t_theirs,
-                           ratio=ratio, ratio_iqr=spread, target=want,
+                           ratio=ratio, ratio_ci95=spread, target=want,
                            malloc=args.malloc,
                            ours_faults=faults[0], theirs_faults=faults[1])
                 results.append(row)
+                unresolved = ' (the 95 % interval holds the target)'
                 verdict = '' if want is None or w != what else (
                     f'  target >= {want:.2f}: '
-                    f'{"met" if row["ratio"] >= want else "MISSED"}')
+                    f'{"met" if row["ratio"] >= want else "MISSED"}'
+                    f'{unresolved if spread[0] <= want <= spread[1] else ""}')
                 print(f'{w:7s} {size:4d}px b{batch:<3d} {ours:24s} '
                       f'{row["ours_img_s"]:8.2f} img/s  vs  {theirs:28s} '
                       f'{row["theirs_img_s"]:8.2f} img/s  ratio '
@@ -400,6 +443,9 @@ def main():
                       f'ms     vs  {theirs:28s} {t_theirs * 1e3:8.1f} ms  '
                       f'ratio {ratio:.3f} [{spread[0]:.3f}, {spread[1]:.3f}]',
                       flush=True)
+            if args.profile:
+                for name in (ours, theirs):
+                    print(profile_table(name, size, args), flush=True)
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(results, f, indent=1)

@@ -267,6 +267,11 @@ def test_train_step_check_cpu():
     assert sum('cpvt-tiny-gap' in line for line in ok) == 3
     assert sum('swin-tiny-peg-gap' in line for line in ok) == 3
     assert sum('bf16' in line for line in ok) == 2
+    # fp32 without checkpointing also compares no-grad and autograd outputs
+    same = [line for line in ok if 'no-grad forward = autograd forward' in
+            line]
+    assert len(same) == 2 and all('fp32 ' in line and 'with_cp' not in line
+                                  for line in same), out.stdout
 
 
 def test_train_step_check_cases_selects_nothing():

@@ -89,9 +89,27 @@ def check(name, cfg, args, amp, with_cp=False):
         torch.isfinite(o).all() for o in odd)
     mem = (torch.cuda.max_memory_allocated() / 2**20
            if device.type == 'cuda' else float('nan'))
-    return ok, (f'loss {loss.item():.4f}, {changed}/{len(before)} tensors '
-                f'updated ({skipped} overflow steps skipped), step {min(times) * 1e3:.1f} ms, peak '
-                f'{mem:.0f} MiB, odd-size forward ok')
+    msg = (f'loss {loss.item():.4f}, {changed}/{len(before)} tensors '
+           f'updated ({skipped} overflow steps skipped), step '
+           f'{min(times) * 1e3:.1f} ms, peak {mem:.0f} MiB, odd-size '
+           f'forward ok')
+    if dtype is None and not with_cp:
+        # Without autograd the PEG adds into the tokens and the FFN
+        # activates in place: the outputs must not change.
+        rel = inference_mismatch(model, x)
+        ok = ok and rel <= 1e-4
+        msg += f', no-grad forward = autograd forward (rel. diff {rel:.1e})'
+    return ok, msg
+
+
+def inference_mismatch(model, x):
+    """Largest |no-grad - autograd| of the eval-mode outputs, relative to
+    the largest |output|."""
+    ref = model(x)
+    with torch.no_grad():
+        outs = model(x)
+    return max(((o - r.detach()).abs().max() / r.detach().abs().max()).item()
+               for o, r in zip(outs, ref))
 
 
 def main():

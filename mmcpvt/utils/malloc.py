@@ -5,8 +5,9 @@ MiB per layer. glibc's ``malloc`` serves those from fresh ``mmap`` pages or
 gives the top of its heap back to the system once more than its (dynamic)
 trim threshold is free; either way the next allocation of the same size
 faults every page in again, and zeroing those pages can take longer than
-the arithmetic: a CPVT-Ti forward at batch 16 took ~20-50k minor page faults
-and 15-25 % of its time on this project's CPU machine (docs/benchmarks.md).
+the arithmetic: on this project's CPU machine mmpretrain's DeiT-Ti forward
+at batch 16 took about 15 000 minor page faults and ran at 73 img/s,
+against none and 84 img/s with freed memory retained (docs/benchmarks.md).
 Which tensors fault depends on the exact sequence of allocations, so two
 implementations of the same model can differ by 10 % for this reason alone.
 

@@ -278,9 +278,10 @@ def compare(a, b, what, size, args, batch=None):
             [statistics.median(f) for f in faults])
 
 
-def profile_table(name, size, args, rows=12):
-    """torch.profiler's operator table (by self time) over ``args.profile``
-    forwards of ``name`` after warm-up, with the page faults they took."""
+def profile_table(name, size, args, rows=30):
+    """torch.profiler's operator table (by self time, one row per operator
+    and input shapes) over ``args.profile`` forwards of ``name`` after
+    warm-up, with the page faults they took."""
     from torch.profiler import ProfilerActivity, profile
     r = Runner(name, args, size, args.batch)
     r.model.to(args.device)
@@ -289,11 +290,11 @@ def profile_table(name, size, args, rows=12):
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA]
                                      if args.device == 'cuda' else [])
     f0 = _minor_faults()
-    with profile(activities=acts) as prof:
+    with profile(activities=acts, record_shapes=True) as prof:
         for _ in range(args.profile):
             r.forward()
     faults = (_minor_faults() - f0) / args.profile
-    table = prof.key_averages().table(
+    table = prof.key_averages(group_by_input_shape=True).table(
         sort_by='self_cpu_time_total', row_limit=rows)
     return (f'profile {name}, {size}px b{args.batch}, {args.profile} '
             f'forwards, {faults:.0f} page faults per forward\n{table}')

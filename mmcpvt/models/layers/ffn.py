@@ -23,12 +23,12 @@ class FFN(_MMCVFFN):
 
     Why not mmcv's forward as it is: without autograd (``torch.no_grad``,
     inference mode, frozen weights) its out-of-place GELU allocates a second
-    B x N x 4C tensor per block, the largest allocation of the block. On
-    glibc those sizes come from fresh ``mmap`` pages, and faulting them in
-    cost more than the GELU itself: in-place, a CPVT-Ti forward at batch
-    16 took about 25 % less time (see docs/benchmarks.md). When autograd
-    records the activation, it needs its input, so the activation is applied
-    out of place as before.
+    B x N x 4C tensor per block, the largest allocation of the block, and
+    makes one more pass over memory. On the CPU that allocation is often
+    served by pages that have to be faulted in again (see
+    mmcpvt/utils/malloc.py and docs/benchmarks.md).
+    When autograd records the activation it needs its input, so the
+    activation is applied out of place as before.
     """
 
     def __init__(self, *args, **kwargs):

@@ -159,7 +159,11 @@ def test_benchmark_cli_reports_page_faults_and_retains_memory():
     for name in ('cpvt-tiny', 'cpvt-tiny-nopeg'):  # the operator tables
         assert re.search(rf'profile {name}, 64px b2, 1 forwards, '
                          rf'{NUMBER} page faults per forward', out.stdout)
-    assert out.stdout.count('aten::addmm') == 2, out.stdout
+    tables = out.stdout.split('\nprofile ')[1:]
+    assert len(tables) == 2, out.stdout
+    for table in tables:  # rows per operator and input shapes
+        assert 'Input Shapes' in table and 'aten::addmm' in table, table
+        assert '[[192], [34, 768], [768, 192]' in table, table  # fc2, b2
     assert 'malloc retain' in out.stdout.splitlines()[0], out.stdout
     match = re.search(rf'ratio {NUMBER} \[{NUMBER}, {NUMBER}\]\s+\(page '
                       rf'faults/call {NUMBER} vs {NUMBER}\)', out.stdout)

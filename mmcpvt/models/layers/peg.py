@@ -136,8 +136,10 @@ class ConditionalPositionEncoding(BaseModule):
         if num_extra < 0:
             raise ValueError(f'PEG got {N} tokens for a {H}x{W} token map')
         extra, tokens = x[:, :num_extra], x[:, num_extra:]
-        # (B, H*W, C) -> (B, C, H, W) as a channels-last view: no copy, and
-        # the convolution runs in its fast channels-last kernel.
+        # (B, H*W, C) -> (B, C, H, W) as a channels-last view: no copy here,
+        # and the convolution runs in its fast channels-last kernel. (With a
+        # class token the patch tokens are not one dense map; the
+        # convolution then makes a dense copy of them, docs/benchmarks.md.)
         feat = tokens.reshape(B, H, W, C).permute(0, 3, 1, 2)
         out = self.proj(feat)
         if (self.with_identity and inplace and not x.requires_grad

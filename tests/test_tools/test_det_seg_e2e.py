@@ -12,13 +12,12 @@ a subprocess and evaluates with the libraries' own metrics (pycocotools
 CocoMetric, mmseg's IoUMetric); the checkpoint is then tested at another
 scale: PEG has no position table tied to the training resolution.
 """
-import glob
 import os.path as osp
 import re
-import subprocess
 import sys
 
-ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+from tests.utils import ROOT, explain, run_tool, runner_logs
+
 sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
 from make_ade20k import make_ade20k  # noqa: E402
 from make_coco import coco_classes, make_coco  # noqa: E402
@@ -125,28 +124,6 @@ randomness = dict(seed=0)
 """
 
 
-def run_tool(*args, timeout=300):
-    return subprocess.run([sys.executable, *args],
-                          cwd=ROOT,
-                          capture_output=True,
-                          text=True,
-                          timeout=timeout)
-
-
-def _explain(proc):
-    return (f'exit {proc.returncode}\n--- stdout (tail)\n{proc.stdout[-3000:]}'
-            f'\n--- stderr (tail)\n{proc.stderr[-3000:]}')
-
-
-def _logs(work_dir):
-    """All text logs the runner wrote under work_dir, concatenated."""
-    text = ''
-    for path in sorted(glob.glob(osp.join(work_dir, '*', '*.log'))):
-        with open(path) as f:
-            text += f.read()
-    return text
-
-
 def test_retinanet_pvt_tiny_peg_train_test(tmp_path):
     data_root = str(tmp_path / 'coco') + '/'
     make_coco(data_root, num_train=8, num_val=4, size=160, num_classes=K,
@@ -159,10 +136,10 @@ def test_retinanet_pvt_tiny_peg_train_test(tmp_path):
     work_dir = str(tmp_path / 'work_dir')
 
     proc = run_tool('tools/train.py', str(config), '--work-dir', work_dir)
-    assert proc.returncode == 0, _explain(proc)
+    assert proc.returncode == 0, explain(proc)
     ckpt = osp.join(work_dir, 'epoch_2.pth')
     assert osp.isfile(ckpt)
-    log = _logs(work_dir)
+    log = runner_logs(work_dir)
     assert 'PVTPEG' in log  # the config's backbone was built
     assert re.search(r'Epoch\(train\)\s+\[2\]\[4/4\]', log), log[-3000:]
     assert re.search(r'Epoch\(val\) \[2\]\[\d+/\d+\]\s+coco/bbox_mAP: '
@@ -173,8 +150,8 @@ def test_retinanet_pvt_tiny_peg_train_test(tmp_path):
         'tools/test.py', str(config), ckpt, '--work-dir',
         osp.join(work_dir, 'test'), '--cfg-options',
         'test_dataloader.dataset.pipeline.1.scale=(256,176)')
-    assert proc.returncode == 0, _explain(proc)
-    assert re.search(r'coco/bbox_mAP: [\d.]+', proc.stdout), _explain(proc)
+    assert proc.returncode == 0, explain(proc)
+    assert re.search(r'coco/bbox_mAP: [\d.]+', proc.stdout), explain(proc)
     # the runner dumps the config it ran: the test scale was the new one
     from mmengine.config import Config
     ran = Config.fromfile(osp.join(work_dir, 'test', config.name))
@@ -195,10 +172,10 @@ def test_semantic_fpn_pvt_tiny_peg_train_test(tmp_path):
     work_dir = str(tmp_path / 'work_dir')
 
     proc = run_tool('tools/train.py', str(config), '--work-dir', work_dir)
-    assert proc.returncode == 0, _explain(proc)
+    assert proc.returncode == 0, explain(proc)
     ckpt = osp.join(work_dir, 'iter_6.pth')
     assert osp.isfile(ckpt)
-    log = _logs(work_dir)
+    log = runner_logs(work_dir)
     assert re.search(r'Iter\(train\)\s+\[6/6\]', log), log[-3000:]
     assert re.search(r'Iter\(val\) \[\d+/\d+\]\s+aAcc: [\d.]+\s+mIoU: '
                      r'[\d.]+', log), log[-3000:]
@@ -207,5 +184,5 @@ def test_semantic_fpn_pvt_tiny_peg_train_test(tmp_path):
         'tools/test.py', str(config), ckpt, '--work-dir',
         osp.join(work_dir, 'test'), '--cfg-options',
         'test_dataloader.dataset.pipeline.1.scale=(320,128)')
-    assert proc.returncode == 0, _explain(proc)
-    assert re.search(r'mIoU: [\d.]+', proc.stdout), _explain(proc)
+    assert proc.returncode == 0, explain(proc)
+    assert re.search(r'mIoU: [\d.]+', proc.stdout), explain(proc)

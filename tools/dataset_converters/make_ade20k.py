@@ -30,7 +30,6 @@ Example::
         --num-train 200 --num-val 50 --size 256 --num-classes 4
 """
 import argparse
-import json
 import os
 import os.path as osp
 import sys
@@ -41,7 +40,7 @@ from PIL import Image
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from shapes import (class_style, prepare_out_dir,  # noqa: E402
-                    read_marker, render_scene)
+                    read_marker, render_scene, write_marker)
 
 MARKER = 'make_ade20k.json'
 SUBDIR = 'ADEChallengeData2016'
@@ -123,9 +122,7 @@ def make_ade20k(out_dir: str,
         data_root=root,
         shapes=[class_style(k)[0] for k in range(num_classes)],
         pixels_per_label=counts)
-    with open(osp.join(out_dir, MARKER), 'w') as f:
-        json.dump(info, f, indent=1)
-    return info
+    return write_marker(out_dir, MARKER, info)
 
 
 def read_info(out_dir: str) -> Optional[dict]:

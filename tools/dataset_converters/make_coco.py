@@ -39,7 +39,7 @@ from PIL import Image
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from shapes import (class_style, prepare_out_dir,  # noqa: E402
-                    read_marker, render_scene)
+                    read_marker, render_scene, write_marker)
 
 MARKER = 'make_coco.json'
 SPLIT_IDS = {'train2017': 0, 'val2017': 1}
@@ -206,9 +206,7 @@ def make_coco(out_dir: str,
         category_ids=[c[0] for c in COCO_CATEGORIES[:num_classes]],
         shapes=[class_style(k)[0] for k in range(num_classes)],
         num_objects={split: n for split, (_, n) in counts.items()})
-    with open(osp.join(out_dir, MARKER), 'w') as f:
-        json.dump(info, f, indent=1)
-    return info
+    return write_marker(out_dir, MARKER, info)
 
 
 def read_info(out_dir: str) -> Optional[dict]:

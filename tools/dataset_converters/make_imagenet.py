@@ -33,7 +33,6 @@ Example::
 """
 import argparse
 import hashlib
-import json
 import os
 import os.path as osp
 import sys
@@ -45,7 +44,7 @@ from PIL import Image
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from shapes import (UNIT_POLYGONS, class_style, hsv_to_rgb,  # noqa: E402
                     polygon_mask, prepare_out_dir, read_marker,
-                    render_background)
+                    render_background, write_marker)
 
 MARKER = 'make_imagenet.json'
 SPLIT_IDS = {'train': 0, 'val': 1}
@@ -182,9 +181,7 @@ def make_imagenet(out: str,
         num_val=len(val_lines),
         wnids=wnids,
         shapes=[class_style(k)[0] for k in range(num_classes)])
-    with open(osp.join(out, MARKER), 'w') as f:
-        json.dump(info, f, indent=1)
-    return info
+    return write_marker(out, MARKER, info)
 
 
 def read_info(out: str) -> Optional[dict]:

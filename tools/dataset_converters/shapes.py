@@ -283,6 +283,14 @@ def prepare_out_dir(out_dir: str, marker: str, overwrite: bool,
         shutil.rmtree(out_dir)
 
 
+def write_marker(out_dir: str, marker: str, info: dict) -> dict:
+    """Write a generator's description ``info`` to ``out_dir/marker`` (what
+    :func:`prepare_out_dir` and :func:`read_marker` look for); return it."""
+    with open(osp.join(out_dir, marker), 'w') as f:
+        json.dump(info, f, indent=1)
+    return info
+
+
 def read_marker(out_dir: str, marker: str) -> Optional[dict]:
     """The description a generator wrote into ``out_dir/marker``, or None
     if ``out_dir`` holds no set made by it."""

@@ -91,6 +91,10 @@ MODELS: Dict[str, Callable[[], nn.Module]] = {
     'cpvt-tiny-nopeg': _ours(type='CPVT', arch='tiny', peg_positions=()),
     'cpvt-tiny-p0-4': _ours(type='CPVT', arch='tiny',
                             peg_positions=(0, 1, 2, 3, 4)),
+    # the PEGs through PyTorch's operators instead of the fused kernel
+    'cpvt-tiny-p0-4-unfused': _ours(type='CPVT', arch='tiny',
+                                    peg_positions=(0, 1, 2, 3, 4),
+                                    peg_cfg=dict(fused=False)),
     'cpvt-small': _ours(type='CPVT', arch='small'),
     'deit-tiny@mmcpvt': _ours(type='CPVT', arch='tiny', pos_embed='learned',
                               peg_positions=()),

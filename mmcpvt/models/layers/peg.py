@@ -10,6 +10,7 @@ import torch.nn as nn
 from mmcv.cnn import build_activation_layer, build_norm_layer
 from mmengine.model import BaseModule
 
+from mmcpvt.ops import fused_ops_available, peg_depthwise_
 from mmcpvt.registry import register_model
 
 PADDING_MODES = ('zeros', 'reflect', 'replicate', 'circular')
@@ -48,6 +49,12 @@ class ConditionalPositionEncoding(BaseModule):
             zero padding" ablation). Defaults to 'zeros'.
         frozen (bool): Freeze the PEG's parameters (the "fixed weights"
             ablation). Defaults to False.
+        fused (bool): Let in-place calls without autograd on float32 CPU
+            tokens run mmcpvt's fused kernel (``mmcpvt.ops.peg_depthwise_``,
+            one read and one write of the tokens instead of PyTorch's copy,
+            convolution and add) where the PEG is the paper's: one
+            depth-wise convolution, zero padding, with identity. Results
+            agree with PyTorch's to float rounding. Defaults to True.
         init_cfg (dict, optional): Initialization config. Defaults to None.
     """
 
@@ -62,6 +69,7 @@ class ConditionalPositionEncoding(BaseModule):
                  act_cfg: Optional[dict] = None,
                  padding_mode: str = 'zeros',
                  frozen: bool = False,
+                 fused: bool = True,
                  init_cfg: Optional[dict] = None):
         super().__init__(init_cfg=init_cfg)
         if kernel_size < 1 or kernel_size % 2 == 0:
@@ -102,6 +110,10 @@ class ConditionalPositionEncoding(BaseModule):
                 layers.append(build_activation_layer(act_cfg))
         # Named and indexed as the authors' PosCNN (``proj.0.weight``).
         self.proj = nn.Sequential(*layers)
+        # the fused kernel computes x + conv(x) with one depth-wise conv
+        self.fused = (fused and self.with_identity and num_layers == 1
+                      and depthwise and padding_mode == 'zeros'
+                      and norm_cfg is None and act_cfg is None)
         if frozen:
             self.proj.requires_grad_(False)
 
@@ -110,6 +122,24 @@ class ConditionalPositionEncoding(BaseModule):
         if self.frozen:  # frozen BN statistics too
             self.proj.eval()
         return self
+
+    def _runs_fused(self, x: torch.Tensor) -> bool:
+        """Whether the fused kernel may compute this in-place call: nothing
+        for autograd to record, float32 CPU tokens dense per image, no
+        autocast, and no tracing or compiling (their graphs keep PyTorch's
+        operators, which FLOP counters, exporters and Inductor know)."""
+        conv = self.proj[0]
+        params = [conv.weight] + ([conv.bias] if conv.bias is not None else [])
+        return (self.fused and fused_ops_available()
+                and x.device.type == 'cpu' and x.dtype == torch.float32
+                and all(p.dtype == torch.float32 for p in params)
+                and not x.requires_grad
+                and not (torch.is_grad_enabled()
+                         and any(p.requires_grad for p in params))
+                and not torch.is_autocast_enabled('cpu')
+                and not torch.jit.is_tracing()
+                and not torch.compiler.is_compiling()
+                and x.stride(2) == 1 and x.stride(1) == x.shape[2])
 
     def forward(self,
                 x: torch.Tensor,
@@ -122,9 +152,10 @@ class ConditionalPositionEncoding(BaseModule):
                 token) are passed through unchanged.
             hw_shape (tuple[int]): (H, W) of the token map.
             inplace (bool): Where autograd records nothing (no grad, frozen
-                weights), add the encoding into ``x`` itself and return it.
-                The backbones pass True for the token tensors they own: it
-                saves the two (B, N, C) allocations of the sum and of the
+                weights), add the encoding into ``x`` itself and return it,
+                with the fused kernel where it applies (see ``fused``). The
+                backbones pass True for the token tensors they own: it saves
+                the two (B, N, C) allocations of the sum and of the
                 concatenation with the class token. Defaults to False.
 
         Returns:
@@ -135,6 +166,9 @@ class ConditionalPositionEncoding(BaseModule):
         num_extra = N - H * W
         if num_extra < 0:
             raise ValueError(f'PEG got {N} tokens for a {H}x{W} token map')
+        if inplace and self._runs_fused(x):
+            conv = self.proj[0]
+            return peg_depthwise_(x, conv.weight, conv.bias, hw_shape)
         extra, tokens = x[:, :num_extra], x[:, num_extra:]
         # (B, H*W, C) -> (B, C, H, W) as a channels-last view: no copy here,
         # and the convolution runs in its fast channels-last kernel. (With a

@@ -99,17 +99,21 @@ def test_token_count_mismatch_is_explained():
         PEG(4, 4)(torch.randn(1, 5, 4), (3, 3))
 
 
+@pytest.mark.parametrize('fused', [False, True])
 @pytest.mark.parametrize('num_extra', [0, 1])
-def test_inplace_peg_without_autograd_writes_into_its_input(num_extra):
+def test_inplace_peg_without_autograd_writes_into_its_input(num_extra, fused):
     C, H, W = 6, 4, 5
-    peg = PEG(C, C)
+    peg = PEG(C, C, fused=fused)
     x = torch.randn(2, num_extra + H * W, C)
     ref = peg(x, (H, W))  # out of place, with autograd
     x_in = x.clone()
     with torch.no_grad():
         out = peg(x_in, (H, W), inplace=True)
     assert out.data_ptr() == x_in.data_ptr()  # no new (B, N, C) tensor
-    torch.testing.assert_close(out, ref.detach(), rtol=0, atol=0)
+    # PyTorch's in-place path does the same operations; the fused kernel
+    # sums the taps in another order
+    tol = dict(rtol=1e-5, atol=1e-6) if fused else dict(rtol=0, atol=0)
+    torch.testing.assert_close(out, ref.detach(), **tol)
     if num_extra:
         assert torch.equal(out[:, 0], x[:, 0])  # class token untouched
 

@@ -1,0 +1,135 @@
+// Fused in-place Position Encoding Generator for CPU inference:
+//   tokens[b, e + h*W + w, c] += bias[c] + sum_ij weight[c, i, j] *
+//       tokens[b, e + (h+i-p)*W + (w+j-p), c]        (zero outside the map)
+// with e leading (class) tokens left untouched and p = (k - 1) / 2.
+//
+// Why our own kernel: in PyTorch the PEG is three memory-bound passes over
+// the token map (a dense copy of the patch tokens, which are not one dense
+// tensor when a class token leads them; the depth-wise convolution; the
+// residual add). Here each token is read from memory once and written once:
+// a task (one image, one block of channels) keeps the k original rows of
+// its window in a small zero-bordered buffer, so the map can be overwritten
+// row by row in place.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+constexpr int64_t kBlock = 64;  // channels per task: the window stays in L1/L2
+
+// Output row h of one task (one image, channels [c0, c0 + n)) from the
+// window rows h-p .. h+p. With n a compile-time constant (full blocks) the
+// accumulators stay in vector registers.
+template <int64_t kN>
+inline void peg_row(float* out, const float* win, int64_t h, int64_t W,
+                    int64_t C, int64_t k, const float* wt, const float* bias,
+                    int64_t n_runtime) {
+  const int64_t n = kN > 0 ? kN : n_runtime;
+  const int64_t p = k / 2;
+  const int64_t row = (W + 2 * p) * kBlock;  // floats per window row
+  const float* centre = win + (h % k) * row;
+  for (int64_t w = 0; w < W; ++w) {
+    float acc[kBlock];
+    const float* id = centre + (w + p) * kBlock;
+    for (int64_t c = 0; c < n; ++c) acc[c] = id[c] + bias[c];
+    for (int64_t i = 0; i < k; ++i) {
+      const float* src = win + ((h + i + k - p) % k) * row + w * kBlock;
+      const float* wr = wt + i * k * C;
+      for (int64_t j = 0; j < k; ++j) {
+        const float* s = src + j * kBlock;
+        const float* wv = wr + j * C;
+        for (int64_t c = 0; c < n; ++c) acc[c] += wv[c] * s[c];
+      }
+    }
+    std::memcpy(out + w * C, acc, n * sizeof(float));
+  }
+}
+
+// One task: the H x W map of one image (token stride C floats, starting at
+// `x`), channels [c0, c0 + n). `win` holds k rows of W + 2p tokens x kBlock
+// channels, a ring indexed by row modulo k.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+void peg_block(float* x, int64_t H, int64_t W, int64_t C, int64_t k,
+               const float* wt, const float* bias, int64_t c0, int64_t n,
+               float* win) {
+  const int64_t p = k / 2;
+  const int64_t row = (W + 2 * p) * kBlock;
+  // zero borders: rows outside the map, and p columns each side
+  std::fill(win, win + k * row, 0.f);
+  auto load = [&](int64_t h) {  // original row h into its ring slot
+    float* dst = win + (h % k) * row + p * kBlock;
+    if (h >= H) {
+      std::fill(dst, dst + W * kBlock, 0.f);
+      return;
+    }
+    const float* src = x + h * W * C + c0;
+    for (int64_t w = 0; w < W; ++w)
+      std::memcpy(dst + w * kBlock, src + w * C, n * sizeof(float));
+  };
+  for (int64_t h = 0; h < p; ++h) load(h);
+  for (int64_t h = 0; h < H; ++h) {
+    load(h + p);  // the window now holds the original rows h-p .. h+p
+    float* out = x + h * W * C + c0;
+    if (n == kBlock)
+      peg_row<kBlock>(out, win, h, W, C, k, wt + c0, bias + c0, n);
+    else
+      peg_row<0>(out, win, h, W, C, k, wt + c0, bias + c0, n);
+  }
+}
+
+at::Tensor peg_depthwise_(at::Tensor x, const at::Tensor& weight,
+                          const std::optional<at::Tensor>& bias, int64_t H,
+                          int64_t W) {
+  TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == at::kFloat,
+              "peg_depthwise_: expects float32 CPU tokens, got ",
+              x.scalar_type(), " on ", x.device());
+  TORCH_CHECK(x.dim() == 3, "peg_depthwise_: expects tokens (B, N, C)");
+  const int64_t B = x.size(0), N = x.size(1), C = x.size(2);
+  const int64_t k = weight.size(-1);
+  TORCH_CHECK(weight.dim() == 4 && weight.size(0) == C && weight.size(1) == 1
+                  && weight.size(2) == k && k % 2 == 1,
+              "peg_depthwise_: expects a depth-wise (C, 1, k, k) weight with "
+              "odd k and C = ", C, ", got ", weight.sizes());
+  TORCH_CHECK(N >= H * W, "peg_depthwise_: ", N, " tokens for a ", H, "x",
+              W, " map");
+  TORCH_CHECK(x.stride(2) == 1 && x.stride(1) == C,
+              "peg_depthwise_: the tokens of an image must be dense");
+  const int64_t extra = N - H * W;
+  // (C, 1, k, k) -> (k*k, C): each tap's weights contiguous over channels
+  at::Tensor wt = weight.detach().reshape({C, k * k}).t().contiguous()
+                      .to(at::kFloat);
+  at::Tensor b = bias.has_value() && bias->defined()
+                     ? bias->detach().contiguous().to(at::kFloat)
+                     : at::zeros({C}, x.options());
+  const float* wp = wt.data_ptr<float>();
+  const float* bp = b.data_ptr<float>();
+  float* xp = x.data_ptr<float>();
+  const int64_t sB = x.stride(0);
+  const int64_t blocks = (C + kBlock - 1) / kBlock;
+  const int64_t p = k / 2;
+  at::parallel_for(0, B * blocks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> win(k * (W + 2 * p) * kBlock);
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t bi = t / blocks, c0 = (t % blocks) * kBlock;
+      peg_block(xp + bi * sB + extra * C, H, W, C, k, wp, bp, c0,
+                std::min(kBlock, C - c0), win.data());
+    }
+  });
+  return x;
+}
+
+}  // namespace
+
+TORCH_LIBRARY(mmcpvt, m) {
+  m.def("peg_depthwise_(Tensor(a!) x, Tensor weight, Tensor? bias, int H, "
+        "int W) -> Tensor(a!)");
+}
+
+TORCH_LIBRARY_IMPL(mmcpvt, CPU, m) {
+  m.impl("peg_depthwise_", &peg_depthwise_);
+}

@@ -4,7 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.mmcpvt-installed
-REQS := setup.py $(wildcard requirements/*.txt) tools/install/build_mmcv.sh
+REQS := setup.py $(wildcard requirements/*.txt) tools/install/build_mmcv.sh \
+	$(wildcard mmcpvt/ops/csrc/*)
 
 .PHONY: install test demo clean
 

@@ -1,6 +1,7 @@
 """The fused PEG kernel (mmcpvt/ops/csrc/peg.cpp) against PyTorch's
 convolution, and where ConditionalPositionEncoding uses it."""
 import copy
+import importlib.machinery
 import os
 
 import pytest
@@ -8,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import mmcpvt.models.layers.peg as peg_module
+import mmcpvt.ops
 from mmcpvt.models.layers import ConditionalPositionEncoding as PEG
 from mmcpvt.ops import fused_ops_available, peg_depthwise_
 from mmcpvt.registry import MODELS
@@ -165,6 +167,28 @@ def test_peg_runs_the_kernel_only_where_it_applies(kernel_calls):
     assert len(kernel_calls) == 3
     run(frozen, x=x.requires_grad_())
     assert len(kernel_calls) == 3
+
+
+def test_peg_runs_pytorch_without_the_kernels(kernel_calls, monkeypatch):
+    peg = PEG(8, 8)
+    x = torch.randn(2, 17, 8)
+    ref = peg(x, (4, 4))
+    monkeypatch.setattr(peg_module, 'fused_ops_available', lambda: False)
+    with torch.no_grad():
+        out = peg(x.clone(), (4, 4), inplace=True)
+    assert not kernel_calls
+    torch.testing.assert_close(out, ref, rtol=0, atol=0)
+
+
+def test_a_library_that_does_not_load_is_reported(tmp_path, monkeypatch):
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    (tmp_path / f'_ext{suffix}').write_bytes(b'not a shared library')
+    monkeypatch.setattr(mmcpvt.ops, '_LIBRARY', str(tmp_path / '_ext'))
+    with pytest.warns(UserWarning, match=r'could not load .*_ext.*'
+                      r'pip install --no-build-isolation -e \.'):
+        assert mmcpvt.ops._load() is False
+    monkeypatch.setattr(mmcpvt.ops, '_LIBRARY', str(tmp_path / 'absent'))
+    assert mmcpvt.ops._load() is False
 
 
 @pytest.mark.parametrize('name, cfg', BACKBONES)

@@ -169,6 +169,18 @@ def test_peg_runs_the_kernel_only_where_it_applies(kernel_calls):
     assert len(kernel_calls) == 3
 
 
+def test_flop_counters_see_the_convolution_without_autograd():
+    # mmengine's counter (tools/analysis_tools/get_flops.py) traces the
+    # model; a kernel call would be an operator it does not know
+    from mmengine.analysis import FlopAnalyzer
+    B, C, H, W = 2, 8, 4, 5
+    x = torch.randn(B, 1 + H * W, C)
+    with torch.no_grad():
+        flops = FlopAnalyzer(InPlace(PEG(C, C), (H, W)), (x, )).total()
+    assert flops == B * C * H * W * 9  # one multiply-add per tap
+
+
+
 def test_peg_runs_pytorch_without_the_kernels(kernel_calls, monkeypatch):
     peg = PEG(8, 8)
     x = torch.randn(2, 17, 8)

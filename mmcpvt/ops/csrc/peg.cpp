@@ -23,8 +23,8 @@ namespace {
 constexpr int64_t kBlock = 64;  // channels per task: the window stays in L1/L2
 
 // Output row h of one task (one image, channels [c0, c0 + n)) from the
-// window rows h-p .. h+p. With n a compile-time constant (full blocks) the
-// accumulators stay in vector registers.
+// window rows h-p .. h+p, any odd k. With n a compile-time constant (full
+// blocks) the channel loops vectorize without remainders.
 template <int64_t kN>
 inline void peg_row(float* out, const float* win, int64_t h, int64_t W,
                     int64_t C, int64_t k, const float* wt, const float* bias,
@@ -50,10 +50,56 @@ inline void peg_row(float* out, const float* win, int64_t h, int64_t W,
   }
 }
 
+// GCC/Clang vector of 16 floats: one AVX-512 register in the x86-64-v4
+// clone, two AVX2 registers in the v3 one, four SSE registers otherwise.
+typedef float vec16 __attribute__((vector_size(64)));
+// The helpers below are inlined into each clone, so no vec16 crosses a call
+// and the warning about its calling convention does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+inline vec16 load16(const float* p) {
+  vec16 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+inline void store16(float* p, const vec16& v) { std::memcpy(p, &v, sizeof(v)); }
+
+// peg_row for the paper's PEG (k = 3) on a full block: per 16 channels the
+// nine taps' weights stay in registers for the whole row.
+inline void peg_row_3x3(float* out, const float* win, int64_t h, int64_t W,
+                        int64_t C, const float* wt, const float* bias) {
+  const int64_t row = (W + 2) * kBlock;
+  const float* rows[3] = {win + ((h + 2) % 3) * row, win + (h % 3) * row,
+                          win + ((h + 1) % 3) * row};
+  for (int64_t c = 0; c < kBlock; c += 16) {
+    vec16 wv[9];
+    for (int t = 0; t < 9; ++t) wv[t] = load16(wt + t * C + c);
+    const vec16 b = load16(bias + c);
+    for (int64_t w = 0; w < W; ++w) {
+      const int64_t o = w * kBlock + c;
+      vec16 acc = load16(rows[1] + o + kBlock) + b;
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j)
+          acc += wv[i * 3 + j] * load16(rows[i] + o + j * kBlock);
+      store16(out + w * C + c, acc);
+    }
+  }
+}
+
+// Each clone is compiled for its instruction set and the loader picks the
+// best one the CPU has (GCC function multi-versioning).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define MMCPVT_TARGET_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define MMCPVT_TARGET_CLONES
+#endif
+
 // One task: the H x W map of one image (token stride C floats, starting at
 // `x`), channels [c0, c0 + n). `win` holds k rows of W + 2p tokens x kBlock
 // channels, a ring indexed by row modulo k.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+MMCPVT_TARGET_CLONES
 void peg_block(float* x, int64_t H, int64_t W, int64_t C, int64_t k,
                const float* wt, const float* bias, int64_t c0, int64_t n,
                float* win) {
@@ -68,14 +114,20 @@ void peg_block(float* x, int64_t H, int64_t W, int64_t C, int64_t k,
       return;
     }
     const float* src = x + h * W * C + c0;
-    for (int64_t w = 0; w < W; ++w)
-      std::memcpy(dst + w * kBlock, src + w * C, n * sizeof(float));
+    if (n == kBlock)  // a constant size: inlined vector moves
+      for (int64_t w = 0; w < W; ++w)
+        std::memcpy(dst + w * kBlock, src + w * C, kBlock * sizeof(float));
+    else
+      for (int64_t w = 0; w < W; ++w)
+        std::memcpy(dst + w * kBlock, src + w * C, n * sizeof(float));
   };
   for (int64_t h = 0; h < p; ++h) load(h);
   for (int64_t h = 0; h < H; ++h) {
     load(h + p);  // the window now holds the original rows h-p .. h+p
     float* out = x + h * W * C + c0;
-    if (n == kBlock)
+    if (n == kBlock && k == 3)
+      peg_row_3x3(out, win, h, W, C, wt + c0, bias + c0);
+    else if (n == kBlock)
       peg_row<kBlock>(out, win, h, W, C, k, wt + c0, bias + c0, n);
     else
       peg_row<0>(out, win, h, W, C, k, wt + c0, bias + c0, n);
@@ -88,7 +140,11 @@ at::Tensor peg_depthwise_(at::Tensor x, const at::Tensor& weight,
   TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == at::kFloat,
               "peg_depthwise_: expects float32 CPU tokens, got ",
               x.scalar_type(), " on ", x.device());
-  TORCH_CHECK(x.dim() == 3, "peg_depthwise_: expects tokens (B, N, C)");
+  TORCH_CHECK(x.dim() == 3, "peg_depthwise_: expects tokens (B, N, C), got ",
+              x.sizes());
+  TORCH_CHECK(weight.device().is_cpu(),
+              "peg_depthwise_: expects the weight on the CPU, got ",
+              weight.device());
   const int64_t B = x.size(0), N = x.size(1), C = x.size(2);
   const int64_t k = weight.size(-1);
   TORCH_CHECK(weight.dim() == 4 && weight.size(0) == C && weight.size(1) == 1

@@ -37,8 +37,9 @@ def test_the_kernels_are_built_unless_switched_off():
 
 
 # (batch, leading tokens, H, W, channels, kernel size): channel counts below,
-# at and around the kernel's 64-channel blocks; maps down to one token;
-# kernels larger than the map (the paper's 27x27 ablation)
+# at and around the kernel's 64-channel blocks (k = 3 on a full block takes
+# its register path, anything else the generic loop); maps down to one
+# token; kernels larger than the map (the paper's 27x27 ablation)
 CASES = [
     (2, 1, 14, 14, 192, 3),
     (3, 0, 5, 7, 100, 3),

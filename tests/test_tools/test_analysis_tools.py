@@ -206,6 +206,34 @@ def benchmark():
     return load_tool('benchmark')
 
 
+def test_every_benchmark_model_builds(benchmark):
+    from mmdet.models.backbones import SwinTransformer
+
+    from mmcpvt.models.layers import ConditionalPositionEncoding
+    built = {name: build() for name, build in benchmark.MODELS.items()}
+    for name, model in built.items():
+        assert sum(p.numel() for p in model.parameters()) > 1e6, name
+
+    def pegs(name):
+        return [m for m in built[name].modules()
+                if isinstance(m, ConditionalPositionEncoding)]
+
+    assert len(pegs('cpvt-tiny')) == 1 and pegs('cpvt-tiny')[0].fused
+    assert len(pegs('cpvt-tiny-p0-4-unfused')) == 5
+    assert not any(m.fused for m in pegs('cpvt-tiny-p0-4-unfused'))
+    assert not pegs('cpvt-tiny-nopeg')
+    # the RetinaNet pairs differ in their backbones only
+    for ours, theirs in (('retinanet-pvt-tiny-peg', 'retinanet-pvt-tiny@mmdet'),
+                         ('retinanet-swin-tiny-peg',
+                          'retinanet-swin-tiny@mmdet')):
+        assert pegs(ours) and not pegs(theirs)
+        for part in ('neck', 'bbox_head'):
+            assert (str(getattr(built[ours], part)) ==
+                    str(getattr(built[theirs], part))), (ours, part)
+    assert isinstance(built['retinanet-swin-tiny@mmdet'].backbone,
+                      SwinTransformer)
+
+
 def test_benchmark_runners_share_input(benchmark):
     # building a model draws random numbers; the input must not depend on it
     args = bench_args()

@@ -53,9 +53,13 @@ def _mmpretrain_vit(arch):
 def _timm(name):
     def build():
         import timm
+
+        # ViT/DeiT: resize the position table to any input size; the other
+        # models take any size by design and do not accept the argument
+        kwargs = (dict(dynamic_img_size=True)
+                  if name.startswith(('vit', 'deit')) else {})
         return timm.create_model(name, pretrained=False, num_classes=0,
-                                 dynamic_img_size='vit' in name
-                                 or 'deit' in name)
+                                 **kwargs)
     return build
 
 
@@ -68,13 +72,17 @@ def _mmdet(type_, **cfg):
     return build
 
 
-def _detector(config):
+def _detector(config, backbone=None):
+    """A detector of a config, untrained; ``backbone`` replaces the config's
+    backbone (for a baseline that has no config of its own here)."""
     def build():
         import importlib
 
         from mmengine.config import Config
         from mmengine.registry import init_default_scope
         cfg = Config.fromfile(os.path.join(ROOT, config))
+        if backbone is not None:
+            cfg.model.backbone = backbone
         cfg.model.backbone.init_cfg = None
         init_default_scope(cfg.default_scope)
         registry = importlib.import_module(
@@ -105,6 +113,8 @@ MODELS: Dict[str, Callable[[], nn.Module]] = {
     'swin-tiny-peg': _ours(type='SwinPEG', arch='tiny'),
     'retinanet-pvt-tiny-peg': _detector(
         'configs/retinanet_pvt_tiny_peg_1x_coco.py'),
+    'retinanet-swin-tiny-peg': _detector(
+        'configs/swin_peg/retinanet_swin-t-peg_fpn_1x_coco.py'),
     # theirs
     'deit-tiny@mmpretrain': _mmpretrain_vit('deit-tiny'),
     'deit-small@mmpretrain': _mmpretrain_vit('deit-small'),
@@ -120,6 +130,14 @@ MODELS: Dict[str, Callable[[], nn.Module]] = {
                               num_heads=[3, 6, 12, 24], window_size=7),
     'retinanet-pvt-tiny@mmdet': _detector(
         'configs/pvt_peg/retinanet_pvt-t_fpn_1x_coco.py'),
+    # mmdet's configs/swin/retinanet_swin-t-p4-w7_fpn_1x_coco.py: the same
+    # head and neck as ours (stages 1-3), mmdet's Swin-T
+    'retinanet-swin-tiny@mmdet': _detector(
+        'configs/swin_peg/retinanet_swin-t-peg_fpn_1x_coco.py',
+        backbone=dict(type='SwinTransformer', embed_dims=96,
+                      depths=[2, 2, 6, 2], num_heads=[3, 6, 12, 24],
+                      window_size=7, drop_path_rate=0.2,
+                      out_indices=(1, 2, 3))),
 }
 
 # The targets: (ours, theirs, what is measured, size, wanted ratio).

@@ -18,6 +18,7 @@ model).
         --sizes 224 512 --batch 16 --threads 2 --bf16
 """
 import argparse
+import copy
 import json
 import math
 import os
@@ -82,7 +83,7 @@ def _detector(config, backbone=None):
         from mmengine.registry import init_default_scope
         cfg = Config.fromfile(os.path.join(ROOT, config))
         if backbone is not None:
-            cfg.model.backbone = backbone
+            cfg.model.backbone = copy.deepcopy(backbone)
         cfg.model.backbone.init_cfg = None
         init_default_scope(cfg.default_scope)
         registry = importlib.import_module(

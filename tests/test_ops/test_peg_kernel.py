@@ -3,6 +3,8 @@ convolution, and where ConditionalPositionEncoding uses it."""
 import copy
 import importlib.machinery
 import os
+import os.path as osp
+import platform
 
 import pytest
 import torch
@@ -15,6 +17,7 @@ from mmcpvt.ops import fused_ops_available, peg_depthwise_
 from mmcpvt.registry import MODELS
 
 from tests.test_models.test_backbones.test_generic import BACKBONES
+from tests.utils import ROOT
 
 
 def reference(x, weight, bias, hw_shape):
@@ -63,6 +66,46 @@ def test_kernel_matches_pytorch(B, extra, H, W, C, k, with_bias):
     out = peg_depthwise_(x_in, weight, bias, (H, W))
     assert out is x_in  # in place
     assert torch.equal(out[:, :extra], x[:, :extra])  # class tokens untouched
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5 * k)
+
+
+def _instruction_sets():
+    """The -march of each single-target build to test: on x86-64 the AVX2
+    level (where the CPU has it) and the baseline, which the installed
+    library carries as clones beside AVX-512; elsewhere the default."""
+    if platform.machine() not in ('x86_64', 'AMD64'):
+        return [None]
+    with open('/proc/cpuinfo') as f:
+        flags = f.read()
+    return (['x86-64-v3'] if ' avx2 ' in flags and ' fma ' in flags
+            else []) + ['x86-64']
+
+
+@pytest.fixture(scope='module', params=_instruction_sets())
+def single_target_op(request, tmp_path_factory):
+    """The kernel compiled for one instruction set only, as its own
+    operator namespace."""
+    from torch.utils.cpp_extension import load
+    arch = request.param
+    tag = (arch or 'default').replace('-', '_')
+    load(name=f'mmcpvt_peg_{tag}',
+         sources=[osp.join(ROOT, 'mmcpvt', 'ops', 'csrc', 'peg.cpp')],
+         extra_cflags=['-O3', '-fopenmp', '-DMMCPVT_SINGLE_TARGET',
+                       f'-DMMCPVT_OPS_NAMESPACE=mmcpvt_{tag}'] +
+         ([f'-march={arch}'] if arch else []),
+         extra_ldflags=['-fopenmp'], is_python_module=False,
+         build_directory=str(tmp_path_factory.mktemp(tag)))
+    return getattr(torch.ops, f'mmcpvt_{tag}').peg_depthwise_
+
+
+@pytest.mark.parametrize('B, extra, H, W, C, k', CASES)
+def test_every_instruction_set_matches_pytorch(single_target_op, B, extra,
+                                               H, W, C, k):
+    torch.manual_seed(0)
+    x = torch.randn(B, extra + H * W, C)
+    weight, bias = torch.randn(C, 1, k, k), torch.randn(C)
+    ref = reference(x, weight, bias, (H, W))
+    out = single_target_op(x.clone(), weight, bias, H, W)
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5 * k)
 
 

@@ -89,7 +89,10 @@ inline void peg_row_3x3(float* out, const float* win, int64_t h, int64_t W,
 
 // Each clone is compiled for its instruction set and the loader picks the
 // best one the CPU has (GCC function multi-versioning).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// -DMMCPVT_SINGLE_TARGET builds for the compiler's target only (the tests
+// build each instruction set this way, whatever the CPU running them picks).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(MMCPVT_SINGLE_TARGET)
 #define MMCPVT_TARGET_CLONES \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
@@ -181,11 +184,21 @@ at::Tensor peg_depthwise_(at::Tensor x, const at::Tensor& weight,
 
 }  // namespace
 
-TORCH_LIBRARY(mmcpvt, m) {
+// torch.ops.mmcpvt; -DMMCPVT_OPS_NAMESPACE=name registers another namespace,
+// so that the tests can load single-target builds beside the installed one.
+#ifndef MMCPVT_OPS_NAMESPACE
+#define MMCPVT_OPS_NAMESPACE mmcpvt
+#endif
+// one more level of macros, so that the namespace macro is expanded before
+// TORCH_LIBRARY pastes it into names
+#define MMCPVT_LIBRARY(ns, m) TORCH_LIBRARY(ns, m)
+#define MMCPVT_LIBRARY_IMPL(ns, key, m) TORCH_LIBRARY_IMPL(ns, key, m)
+
+MMCPVT_LIBRARY(MMCPVT_OPS_NAMESPACE, m) {
   m.def("peg_depthwise_(Tensor(a!) x, Tensor weight, Tensor? bias, int H, "
         "int W) -> Tensor(a!)");
 }
 
-TORCH_LIBRARY_IMPL(mmcpvt, CPU, m) {
+MMCPVT_LIBRARY_IMPL(MMCPVT_OPS_NAMESPACE, CPU, m) {
   m.impl("peg_depthwise_", &peg_depthwise_);
 }

@@ -5,6 +5,7 @@ import importlib.machinery
 import os
 import os.path as osp
 import platform
+import sys
 
 import pytest
 import torch
@@ -88,13 +89,18 @@ def single_target_op(request, tmp_path_factory):
     from torch.utils.cpp_extension import load
     arch = request.param
     tag = (arch or 'default').replace('-', '_')
-    load(name=f'mmcpvt_peg_{tag}',
-         sources=[osp.join(ROOT, 'mmcpvt', 'ops', 'csrc', 'peg.cpp')],
-         extra_cflags=['-O3', '-fopenmp', '-DMMCPVT_SINGLE_TARGET',
-                       f'-DMMCPVT_OPS_NAMESPACE=mmcpvt_{tag}'] +
-         ([f'-march={arch}'] if arch else []),
-         extra_ldflags=['-fopenmp'], is_python_module=False,
-         build_directory=str(tmp_path_factory.mktemp(tag)))
+    with pytest.MonkeyPatch.context() as mp:
+        # the environment's ninja (requirements/build.txt), also where its
+        # bin/ is not on PATH
+        mp.setenv('PATH', osp.dirname(sys.executable) + os.pathsep +
+                  os.environ.get('PATH', ''))
+        load(name=f'mmcpvt_peg_{tag}',
+             sources=[osp.join(ROOT, 'mmcpvt', 'ops', 'csrc', 'peg.cpp')],
+             extra_cflags=['-O3', '-fopenmp', '-DMMCPVT_SINGLE_TARGET',
+                           f'-DMMCPVT_OPS_NAMESPACE=mmcpvt_{tag}'] +
+             ([f'-march={arch}'] if arch else []),
+             extra_ldflags=['-fopenmp'], is_python_module=False,
+             build_directory=str(tmp_path_factory.mktemp(tag)))
     return getattr(torch.ops, f'mmcpvt_{tag}').peg_depthwise_
 
 

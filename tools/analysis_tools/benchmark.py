@@ -187,7 +187,7 @@ class Runner:
     def __init__(self, name, args, size, batch):
         torch.manual_seed(0)
         self.name = name
-        self.model = MODELS[name]()
+        self.model = MODELS[name]().to(args.device)
         if args.with_cp and hasattr(self.model, 'with_cp'):
             self.model.with_cp = True
         self.detector = _is_detector(self.model)
@@ -230,6 +230,10 @@ class Runner:
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         self.opt.step()
+
+    def warm_up(self, what):
+        for _ in range(self.args.warmup):
+            self.timed(what)
 
     def timed(self, what):
         sync = torch.cuda.synchronize if self.args.device == 'cuda' else (
@@ -281,9 +285,7 @@ def compare(a, b, what, size, args, batch=None):
     batch = batch or args.batch
     runners = [Runner(n, args, size, batch) for n in (a, b)]
     for r in runners:
-        r.model.to(args.device)
-        for _ in range(args.warmup):
-            r.timed(what)
+        r.warm_up(what)
     # Keyed by position, so that a model can be compared with itself: the
     # ratio of an A:A pair shows the noise of the measurement.
     times, faults = [[], []], [[], []]
@@ -307,9 +309,7 @@ def profile_table(name, size, args, rows=30):
     warm-up, with the page faults they took."""
     from torch.profiler import ProfilerActivity, profile
     r = Runner(name, args, size, args.batch)
-    r.model.to(args.device)
-    for _ in range(args.warmup):
-        r.forward()
+    r.warm_up('forward')
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA]
                                      if args.device == 'cuda' else [])
     f0 = _minor_faults()
@@ -328,7 +328,6 @@ def peak_memory(name, args, size):
     the peak RSS growth of a fresh process (in MiB)."""
     if args.device == 'cuda':
         r = Runner(name, args, size, args.batch)
-        r.model.cuda()
         r.train()  # optimizer state allocated
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -344,7 +343,6 @@ def peak_memory(name, args, size):
 
 
 def _memory_child(args):
-    import resource
     r = Runner(args.memory_child, args, args.sizes[0], args.batch)
     r.train()  # optimizer state and allocator pools exist from here on
 

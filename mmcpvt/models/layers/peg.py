@@ -123,19 +123,20 @@ class ConditionalPositionEncoding(BaseModule):
             self.proj.eval()
         return self
 
+    def _autograd_records(self, x: torch.Tensor) -> bool:
+        """Whether autograd records this call (then nothing is in place)."""
+        return x.requires_grad or (torch.is_grad_enabled() and any(
+            p.requires_grad for p in self.proj.parameters()))
+
     def _runs_fused(self, x: torch.Tensor) -> bool:
-        """Whether the fused kernel may compute this in-place call: nothing
-        for autograd to record, float32 CPU tokens dense per image, no
-        autocast, and no tracing or compiling (their graphs keep PyTorch's
-        operators, which FLOP counters, exporters and Inductor know)."""
-        conv = self.proj[0]
-        params = [conv.weight] + ([conv.bias] if conv.bias is not None else [])
+        """Whether the fused kernel may compute this in-place call without
+        autograd: float32 CPU tokens dense per image, no autocast, and no
+        tracing or compiling (their graphs keep PyTorch's operators, which
+        FLOP counters, exporters and Inductor know)."""
         return (self.fused and fused_ops_available()
                 and x.device.type == 'cpu' and x.dtype == torch.float32
-                and all(p.dtype == torch.float32 for p in params)
-                and not x.requires_grad
-                and not (torch.is_grad_enabled()
-                         and any(p.requires_grad for p in params))
+                and all(p.dtype == torch.float32
+                        for p in self.proj.parameters())
                 and not torch.is_autocast_enabled('cpu')
                 and not torch.jit.is_tracing()
                 and not torch.compiler.is_compiling()
@@ -166,6 +167,8 @@ class ConditionalPositionEncoding(BaseModule):
         num_extra = N - H * W
         if num_extra < 0:
             raise ValueError(f'PEG got {N} tokens for a {H}x{W} token map')
+        inplace = (inplace and self.with_identity
+                   and not self._autograd_records(x))
         if inplace and self._runs_fused(x):
             conv = self.proj[0]
             return peg_depthwise_(x, conv.weight, conv.bias, hw_shape)
@@ -176,8 +179,7 @@ class ConditionalPositionEncoding(BaseModule):
         # convolution then makes a dense copy of them, docs/benchmarks.md.)
         feat = tokens.reshape(B, H, W, C).permute(0, 3, 1, 2)
         out = self.proj(feat)
-        if (self.with_identity and inplace and not x.requires_grad
-                and not out.requires_grad and out.dtype == x.dtype):
+        if inplace and out.dtype == x.dtype:  # (autocast may change it)
             # (B, C, H, W) channels-last -> (B, H*W, C) view, added into
             # the patch tokens of x: the class token stays where it is.
             tokens.add_(out.permute(0, 2, 3, 1).reshape(B, H * W, C))

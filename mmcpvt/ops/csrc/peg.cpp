@@ -23,13 +23,11 @@ namespace {
 constexpr int64_t kBlock = 64;  // channels per task: the window stays in L1/L2
 
 // Output row h of one task (one image, channels [c0, c0 + n)) from the
-// window rows h-p .. h+p, any odd k. With n a compile-time constant (full
-// blocks) the channel loops vectorize without remainders.
-template <int64_t kN>
+// window rows h-p .. h+p, any odd k (the ablations' kernels and the last,
+// partial block of channels).
 inline void peg_row(float* out, const float* win, int64_t h, int64_t W,
                     int64_t C, int64_t k, const float* wt, const float* bias,
-                    int64_t n_runtime) {
-  const int64_t n = kN > 0 ? kN : n_runtime;
+                    int64_t n) {
   const int64_t p = k / 2;
   const int64_t row = (W + 2 * p) * kBlock;  // floats per window row
   const float* centre = win + (h % k) * row;
@@ -130,10 +128,8 @@ void peg_block(float* x, int64_t H, int64_t W, int64_t C, int64_t k,
     float* out = x + h * W * C + c0;
     if (n == kBlock && k == 3)
       peg_row_3x3(out, win, h, W, C, wt + c0, bias + c0);
-    else if (n == kBlock)
-      peg_row<kBlock>(out, win, h, W, C, k, wt + c0, bias + c0, n);
     else
-      peg_row<0>(out, win, h, W, C, k, wt + c0, bias + c0, n);
+      peg_row(out, win, h, W, C, k, wt + c0, bias + c0, n);
   }
 }
 

@@ -4,8 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.mmcpvt-installed
-REQS := setup.py $(wildcard requirements/*.txt) tools/install/build_mmcv.sh \
-	$(wildcard mmcpvt/ops/csrc/*)
+REQS := setup.py $(wildcard requirements/*.txt) tools/install/build_mmcv.sh
 
 .PHONY: install test demo clean
 

@@ -1,6 +1,4 @@
-import os
 import os.path as osp
-import sys
 
 from setuptools import find_packages, setup
 
@@ -21,30 +19,6 @@ def get_version():
     return scope['__version__']
 
 
-def get_extensions():
-    """The fused CPU kernels (mmcpvt/ops/csrc), built unless
-    MMCPVT_WITH_OPS=0. Without them mmcpvt runs PyTorch's operators."""
-    if os.getenv('MMCPVT_WITH_OPS', '1') == '0':
-        return [], {}
-    try:
-        from torch.utils.cpp_extension import BuildExtension, CppExtension
-    except ImportError:
-        print('mmcpvt: torch is not importable here, so the fused CPU '
-              'kernels are not built (install torch first and run pip with '
-              '--no-build-isolation to build them)', file=sys.stderr)
-        return [], {}
-    # OpenMP through torch's own runtime (libgomp is already loaded by
-    # torch), so torch.set_num_threads governs the kernels too.
-    openmp = ['-fopenmp'] if sys.platform.startswith('linux') else []
-    ext = CppExtension(
-        'mmcpvt._ext', ['mmcpvt/ops/csrc/peg.cpp'],
-        extra_compile_args=['-O3'] + openmp,
-        extra_link_args=openmp)
-    return [ext], {'build_ext': BuildExtension}
-
-
-ext_modules, cmdclass = get_extensions()
-
 setup(
     name='mmcpvt',
     version=get_version(),
@@ -59,7 +33,5 @@ setup(
         'all': read_requirements('openmmlab.txt'),
         'tests': read_requirements('tests.txt'),
     },
-    ext_modules=ext_modules,
-    cmdclass=cmdclass,
     license='Apache License 2.0',
     zip_safe=False)

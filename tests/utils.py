@@ -1,4 +1,6 @@
-"""Helpers shared by the tests that run the tools as a user does."""
+"""Helpers shared by the tests: the repository root, parameter counts, a
+small configuration of every backbone, and running the tools as a user
+does."""
 import glob
 import os
 import os.path as osp
@@ -32,3 +34,51 @@ def runner_logs(work_dir):
         with open(path) as f:
             text += f.read()
     return text
+
+
+def n_params(module):
+    """Number of parameters of a module."""
+    return sum(p.numel() for p in module.parameters())
+
+
+# A small configuration per registered backbone; the generic tests run over
+# all of them, and a new backbone without an entry fails
+# tests/test_models/test_backbones/test_generic.py.
+SMALL_BACKBONES = {
+    'CPVT': [
+        dict(arch=dict(embed_dims=32, num_layers=3, num_heads=2,
+                       feedforward_channels=64), peg_positions=(0, 1)),
+        dict(arch=dict(embed_dims=32, num_layers=3, num_heads=2,
+                       feedforward_channels=64), out_type='avg_featmap',
+             pos_embed='learned', peg_positions=(-1, ),
+             peg_cfg=dict(num_layers=2, norm_cfg=dict(type='BN'),
+                          act_cfg=dict(type='ReLU'))),
+        dict(arch=dict(embed_dims=32, num_layers=3, num_heads=2,
+                       feedforward_channels=64), out_type='featmap',
+             pos_embed='sincos2d', out_indices=(0, -1)),
+    ],
+    'CPVTQKOnly': [
+        dict(arch=dict(embed_dims=32, num_layers=3, num_heads=2,
+                       feedforward_channels=64), peg_positions=(-1, 0, 1)),
+    ],
+    'PVTPEG': [
+        dict(arch=dict(embed_dims=[8, 16, 24, 32], num_heads=[1, 2, 3, 4],
+                       mlp_ratios=[2, 2, 2, 2], depths=[1, 2, 1, 1],
+                       sr_ratios=[8, 4, 2, 1])),
+        dict(arch='tiny', out_type='avg_featmap',
+             peg_positions=((-1, 1), (), 0, 1)),
+        dict(arch=dict(embed_dims=[8, 16, 24, 32], num_heads=[1, 2, 3, 4],
+                       mlp_ratios=[2, 2, 2, 2], depths=[1, 1, 1, 1],
+                       sr_ratios=[8, 4, 2, 1]), out_type='cls_token',
+             pos_embed='learned', peg_positions=((), (), (), ())),
+    ],
+    'SwinPEG': [
+        dict(arch=dict(embed_dims=8, depths=[2, 2, 2, 2],
+                       num_heads=[1, 2, 2, 4])),
+        dict(arch=dict(embed_dims=8, depths=[2, 2, 3, 1],
+                       num_heads=[1, 2, 2, 4]), out_type='avg_featmap',
+             peg_positions=(-1, (0, 1), (), 0)),
+    ],
+}
+BACKBONES = [(name, cfg) for name, cfgs in SMALL_BACKBONES.items()
+             for cfg in cfgs]

@@ -3,4 +3,4 @@
 # Paper, Sec. 4.3 ("PEG mainly serves as a positional encoding"): 71.3 top-1.
 _base_ = '../cpvt/cpvt-tiny_4xb256_in1k.py'
 
-model = dict(backbone=dict(peg_qk_only=True))
+model = dict(backbone=dict(type='CPVTQKOnly'))

@@ -1,16 +1,21 @@
-"""What every mmcpvt backbone shares: initialisation, freezing, norm_eval."""
+"""What every mmcpvt backbone shares: initialisation, checkpoint conversion,
+argument checks, PEG placement, gradient checkpointing, freezing."""
 import math
 import os.path as osp
-from typing import Optional
+from typing import Optional, Sequence, Tuple
 
 import torch.nn as nn
 import torch.utils.checkpoint as cp
 from mmengine.logging import MMLogger
-from mmengine.model import BaseModule
+from mmengine.model import BaseModule, ModuleDict
 from mmengine.model.weight_init import trunc_normal_
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from mmcpvt.utils.convert import CONVERTERS, detect_family, unwrap
+from ..layers import ConditionalPositionEncoding
+
+# The PEG position "before the first block" in ``peg_positions``.
+BEFORE_FIRST_BLOCK = -1
 
 # Parameters initialised like a Linear weight (truncated normal, std .02).
 TRUNC_NORMAL_PARAMS = ('cls_token', 'pos_embed', 'relative_position_bias_table')
@@ -30,8 +35,10 @@ class BaseBackbone(BaseModule):
     loaded (a state-dict pre-hook), so ``init_cfg`` (without ``prefix``) and
     ``load_state_dict`` take them as they are.
 
-    Subclasses implement ``_freeze_stages``; ``norm_eval`` (if set) keeps
-    BatchNorm layers in eval mode during training.
+    Backbones share the skeleton below: argument checks, PEGs per position,
+    gradient checkpointing, freezing (they list ``_frozen_modules``);
+    ``norm_eval`` (if set) keeps BatchNorm layers in eval mode during
+    training.
     """
     norm_eval = False
     checkpoint_family: Optional[str] = None  # see mmcpvt.utils.convert
@@ -97,22 +104,99 @@ class BaseBackbone(BaseModule):
             if name.rsplit('.', 1)[-1] in TRUNC_NORMAL_PARAMS:
                 trunc_normal_(p, std=.02)
 
+    # -- the skeleton every backbone is built from ------------------------
+
+    def _check_peg_positions(self, positions, depth: int,
+                             where: str = '') -> Tuple[int, ...]:
+        """``positions`` (an int or a sequence of ints) as a sorted tuple,
+        each in ``BEFORE_FIRST_BLOCK`` (-1) .. ``depth - 1``."""
+        owner = type(self).__name__
+        if isinstance(positions, int) and not isinstance(positions, bool):
+            positions = (positions, )
+        if not isinstance(positions, (tuple, list)) or not all(
+                isinstance(p, int) and not isinstance(p, bool)
+                for p in positions):
+            raise TypeError(
+                f'{owner}: peg_positions{where} must be an int or a '
+                f'sequence of ints (block indices), got {positions!r}')
+        bad = [p for p in positions if not BEFORE_FIRST_BLOCK <= p < depth]
+        if bad:
+            raise ValueError(
+                f'{owner}: peg_positions {bad}{where} out of range; allowed '
+                f'are -1 (before the first block) to {depth - 1} (after the '
+                f'last of its {depth} blocks)')
+        return tuple(sorted(set(positions)))
+
+    def _check_stage_peg_positions(self, positions,
+                                   depths: Sequence[int]) -> list:
+        """One entry of ``peg_positions`` per stage, each checked."""
+        if not isinstance(positions, (tuple, list)) or len(positions) != len(
+                depths):
+            raise ValueError(
+                f'{type(self).__name__}: peg_positions needs one entry per '
+                f'stage ({len(depths)}), got {positions!r}; use () for a '
+                f'stage without PEG')
+        return [
+            self._check_peg_positions(p, d, f' of stage {i}')
+            for i, (p, d) in enumerate(zip(positions, depths))
+        ]
+
+    def _check_out_indices(self, out_indices, num: int,
+                           what: str = 'stages') -> Tuple[int, ...]:
+        """``out_indices`` (an int or ints, negative counting from the end)
+        as a sorted tuple of indices in 0 .. num - 1."""
+        if isinstance(out_indices, int):
+            out_indices = (out_indices, )
+        bad = [i for i in out_indices if not -num <= i < num]
+        if bad:
+            raise ValueError(
+                f'{type(self).__name__}: out_indices {bad} out of range for '
+                f'{num} {what} (allowed: -{num} to {num - 1})')
+        return tuple(sorted({i % num for i in out_indices}))
+
+    @staticmethod
+    def _build_pegs(positions: Sequence[int], embed_dims: int,
+                    peg_cfg: Optional[dict]) -> ModuleDict:
+        """A PEG per position. The keys are the positions as written in
+        the config ('0' follows block 0, '-1' comes before the first block)
+        and so appear in checkpoints (``pegs.-1.proj.0.weight``): they stay
+        in that form for saved weights to keep loading."""
+        return ModuleDict({
+            str(p): ConditionalPositionEncoding(embed_dims, embed_dims,
+                                                **(peg_cfg or {}))
+            for p in positions
+        })
+
+    def _run_block(self, block, x, *args):
+        """``block(x, *args)``, with gradient checkpointing when ``with_cp``
+        is set and training."""
+        if self.with_cp and self.training and x.requires_grad:
+            return cp.checkpoint(block, x, *args, use_reentrant=False)
+        return block(x, *args)
+
     def _run_stage(self, blocks, pegs, x, hw_shape):
-        """Run ``blocks`` on the tokens ``x``, with a PEG after block ``j``
-        where ``pegs`` has the key ``str(j)`` ('-1': before the first)."""
-        if '-1' in pegs:
-            x = pegs['-1'](x, hw_shape, inplace=True)
+        """Run ``blocks`` on the tokens ``x``, with the PEG of position
+        ``j`` after block ``j`` (``BEFORE_FIRST_BLOCK``: before block 0)."""
+        if str(BEFORE_FIRST_BLOCK) in pegs:
+            x = pegs[str(BEFORE_FIRST_BLOCK)](x, hw_shape)
         for j, block in enumerate(blocks):
-            if self.with_cp and self.training and x.requires_grad:
-                x = cp.checkpoint(block, x, hw_shape, use_reentrant=False)
-            else:
-                x = block(x, hw_shape)
+            x = self._run_block(block, x, hw_shape)
             if str(j) in pegs:
-                x = pegs[str(j)](x, hw_shape, inplace=True)
+                x = pegs[str(j)](x, hw_shape)
         return x
 
+    def _frozen_modules(self) -> list:
+        """The modules ``frozen_stages`` freezes (backbones list them)."""
+        return []
+
     def _freeze_stages(self):
-        """Put frozen parts in eval mode without gradients."""
+        """Put the frozen modules in eval mode without gradients."""
+        for m in self._frozen_modules():
+            if isinstance(m, nn.Parameter):
+                m.requires_grad_(False)
+            else:
+                m.eval()
+                m.requires_grad_(False)
 
     def train(self, mode: bool = True):
         super().train(mode)

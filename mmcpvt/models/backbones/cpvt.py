@@ -7,16 +7,15 @@ from typing import Optional, Sequence, Union
 
 import torch
 import torch.nn as nn
-import torch.utils.checkpoint as cp
 from mmcv.cnn import build_norm_layer
 from mmcv.cnn.bricks.transformer import PatchEmbed
-from mmengine.model import ModuleDict, ModuleList
+from mmengine.model import ModuleList
 from mmengine.utils import to_2tuple
 
 from mmcpvt.registry import register_model
-from ..layers import (ConditionalPositionEncoding, LearnedPositionEmbedding,
-                      SinCos2dPositionEmbedding, TransformerBlock)
-from .base import BaseBackbone
+from ..layers import (LearnedPositionEmbedding, SinCos2dPositionEmbedding,
+                      TransformerBlock, nlc_to_nchw)
+from .base import BEFORE_FIRST_BLOCK, BaseBackbone
 from .utils import check_choice, resolve_arch
 
 
@@ -44,11 +43,8 @@ class CPVT(BaseBackbone):
         peg_cfg (dict, optional): Extra arguments of every
             :class:`ConditionalPositionEncoding` (kernel_size, depthwise,
             num_layers, norm_cfg, act_cfg, padding_mode, frozen).
-            Defaults to None.
-        peg_qk_only (bool): Add each PEG's encoding F(x) only to the query
-            and key inputs of the next encoder, not to the token stream (the
-            paper's Sec. 4.3 test that PEG acts as a position encoding).
-            Defaults to False.
+            Defaults to None. (The "PEG on Q and K only" ablation is
+            :class:`CPVTQKOnly`.)
         pos_embed (str): Absolute position embedding added after the patch
             embedding: 'none', 'learned' (DeiT's table, resized bicubically
             when the input size changes) or 'sincos2d'. Defaults to 'none'.
@@ -100,6 +96,7 @@ class CPVT(BaseBackbone):
         }),
     }
     OUT_TYPES = ('cls_token', 'avg_featmap', 'featmap')
+    block_cls = TransformerBlock
     POS_EMBEDS = ('none', 'learned', 'sincos2d')
 
     def __init__(self,
@@ -109,7 +106,6 @@ class CPVT(BaseBackbone):
                  in_channels: int = 3,
                  peg_positions: Sequence[int] = (0, ),
                  peg_cfg: Optional[dict] = None,
-                 peg_qk_only: bool = False,
                  pos_embed: str = 'none',
                  out_type: str = 'cls_token',
                  with_cls_token: Optional[bool] = None,
@@ -140,14 +136,10 @@ class CPVT(BaseBackbone):
         self.out_type = out_type
         self.with_cls_token = with_cls_token
         self.num_extra_tokens = int(with_cls_token)
-        self.peg_positions = self._check_peg_positions(peg_positions)
-        self.peg_qk_only = peg_qk_only
-        if peg_qk_only and self.num_layers - 1 in self.peg_positions:
-            raise ValueError(
-                f'CPVT: with peg_qk_only, a PEG after the last encoder '
-                f'({self.num_layers - 1}) has no next encoder to feed; '
-                f'remove it from peg_positions')
-        self.out_indices = self._check_out_indices(out_indices)
+        self.peg_positions = self._check_peg_positions(
+            peg_positions, self.num_layers)
+        self.out_indices = self._check_out_indices(out_indices,
+                                                   self.num_layers, 'encoders')
         self.frozen_stages = frozen_stages
         self.with_cp = with_cp
         self.img_size = to_2tuple(img_size)
@@ -175,17 +167,13 @@ class CPVT(BaseBackbone):
             self.pos_embed = None
         self.drop_after_pos = nn.Dropout(p=drop_rate)
 
-        peg_cfg = dict(peg_cfg or {})
-        # ModuleDict keys are positions: 'pegs.0' follows encoder 0.
-        self.pegs = ModuleDict({
-            str(i): ConditionalPositionEncoding(self.embed_dims,
-                                                self.embed_dims, **peg_cfg)
-            for i in self.peg_positions
-        })
+        # 'pegs.0' follows encoder 0
+        self.pegs = self._build_pegs(self.peg_positions, self.embed_dims,
+                                     peg_cfg)
 
         dpr = torch.linspace(0, drop_path_rate, self.num_layers).tolist()
         self.layers = ModuleList([
-            TransformerBlock(
+            self.block_cls(
                 embed_dims=self.embed_dims,
                 num_heads=self.arch_settings['num_heads'],
                 feedforward_channels=self.arch_settings[
@@ -201,55 +189,19 @@ class CPVT(BaseBackbone):
             norm_cfg, self.embed_dims)[1] if final_norm else nn.Identity()
         self._freeze_stages()
 
-    def _check_peg_positions(self, positions) -> tuple:
-        if isinstance(positions, int):
-            positions = (positions, )
-        positions = tuple(sorted(set(positions)))
-        bad = [p for p in positions if not -1 <= p < self.num_layers]
-        if bad:
-            raise ValueError(
-                f'CPVT: peg_positions {bad} out of range; allowed are -1 '
-                f'(before the first encoder) to {self.num_layers - 1} (after '
-                f'the last of the {self.num_layers} encoders)')
-        return positions
-
-    def _check_out_indices(self, out_indices) -> tuple:
-        if isinstance(out_indices, int):
-            out_indices = (out_indices, )
-        checked = []
-        for i in out_indices:
-            j = i + self.num_layers if i < 0 else i
-            if not 0 <= j < self.num_layers:
-                raise ValueError(
-                    f'CPVT: out_indices entry {i} is out of range for '
-                    f'{self.num_layers} encoders (allowed: '
-                    f'-{self.num_layers} to {self.num_layers - 1})')
-            checked.append(j)
-        return tuple(sorted(set(checked)))
-
-    def _freeze_stages(self):
+    def _frozen_modules(self) -> list:
         if self.frozen_stages < 0:
-            return
-        frozen = [self.patch_embed, self.drop_after_pos]
+            return []
+        n = min(self.frozen_stages, self.num_layers)
+        frozen = [self.patch_embed, self.drop_after_pos, *self.layers[:n]]
+        frozen += [peg for pos, peg in self.pegs.items() if int(pos) < n]
         if self.pos_embed is not None:
             frozen.append(self.pos_embed)
-        for i in range(self.frozen_stages):
-            frozen.append(self.layers[i])
-        frozen += [
-            peg for pos, peg in self.pegs.items()
-            if int(pos) < self.frozen_stages
-        ]
-        if self.frozen_stages >= self.num_layers:
-            frozen.append(self.norm)
-        for m in frozen:
-            m.eval()
-            m.requires_grad_(False)
         if self.with_cls_token:
-            self.cls_token.requires_grad_(False)
-
-    @torch.jit.ignore
-    def no_weight_decay(self):
-        return {'cls_token', 'pos_embed.pos_embed'}
+            frozen.append(self.cls_token)
+        if n == self.num_layers:
+            frozen.append(self.norm)
+        return frozen
 
     def _format_output(self, x: torch.Tensor, hw_shape) -> torch.Tensor:
         n = self.num_extra_tokens
@@ -257,15 +209,14 @@ class CPVT(BaseBackbone):
             return x[:, 0]
         if self.out_type == 'avg_featmap':
             return x[:, n:].mean(dim=1)
-        B, _, C = x.shape
-        # (B, H*W, C) -> (B, C, H, W)
-        return x[:, n:].transpose(1, 2).reshape(B, C, *hw_shape)
+        return nlc_to_nchw(x[:, n:], hw_shape).contiguous()
 
-    def _apply_peg(self, key: str, x: torch.Tensor, hw_shape):
-        """Returns (tokens, encoding for the next encoder's q/k or None)."""
-        if self.peg_qk_only:
-            return x, self.pegs[key](x, hw_shape) - x
-        return self.pegs[key](x, hw_shape, inplace=True), None
+    def _apply_peg(self, position: int, x: torch.Tensor, hw_shape):
+        """The tokens after the PEG at ``position`` (if any) and the extra
+        arguments of the next encoder (none here; see CPVTQKOnly)."""
+        if str(position) in self.pegs:
+            x = self.pegs[str(position)](x, hw_shape)
+        return x, ()
 
     def forward(self, x: torch.Tensor) -> tuple:
         B = x.shape[0]
@@ -275,20 +226,11 @@ class CPVT(BaseBackbone):
         if self.pos_embed is not None:
             x = self.pos_embed(x, hw_shape)
         x = self.drop_after_pos(x)
-        qk_pos = None
-        if '-1' in self.pegs:
-            x, qk_pos = self._apply_peg('-1', x, hw_shape)
-
+        x, extra = self._apply_peg(BEFORE_FIRST_BLOCK, x, hw_shape)
         outs = []
         for i, layer in enumerate(self.layers):
-            if self.with_cp and self.training and x.requires_grad:
-                x = cp.checkpoint(
-                    layer, x, None, qk_pos, use_reentrant=False)
-            else:
-                x = layer(x, qk_pos=qk_pos)
-            qk_pos = None
-            if str(i) in self.pegs:
-                x, qk_pos = self._apply_peg(str(i), x, hw_shape)
+            x = self._run_block(layer, x, None, *extra)
+            x, extra = self._apply_peg(i, x, hw_shape)
             if i == self.num_layers - 1:
                 x = self.norm(x)
             if i in self.out_indices:

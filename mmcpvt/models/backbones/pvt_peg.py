@@ -11,12 +11,11 @@ import torch
 import torch.nn as nn
 from mmcv.cnn import build_norm_layer
 from mmcv.cnn.bricks.transformer import PatchEmbed
-from mmengine.model import ModuleDict, ModuleList
+from mmengine.model import ModuleList
 from mmengine.utils import to_2tuple
 
 from mmcpvt.registry import register_model
-from ..layers import (ConditionalPositionEncoding, LearnedPositionEmbedding,
-                      TransformerBlock)
+from ..layers import LearnedPositionEmbedding, TransformerBlock, nlc_to_nchw
 from .base import BaseBackbone
 from .utils import check_choice, resolve_arch
 
@@ -131,8 +130,10 @@ class PVTPEG(BaseBackbone):
         check_choice('pos_embed', pos_embed, self.POS_EMBEDS, 'PVTPEG')
         self.embed_dims = s['embed_dims']
         self.out_type = out_type
-        self.out_indices = self._check_out_indices(out_indices)
-        self.peg_positions = self._check_peg_positions(peg_positions)
+        self.out_indices = self._check_out_indices(out_indices,
+                                                   self.num_stages)
+        self.peg_positions = self._check_stage_peg_positions(
+            peg_positions, s['depths'])
         self.frozen_stages = frozen_stages
         self.norm_eval = norm_eval
         self.with_cp = with_cp
@@ -149,7 +150,6 @@ class PVTPEG(BaseBackbone):
         self.stages = ModuleList()
         self.pegs = ModuleList()
         self.norms = ModuleList()
-        peg_cfg = dict(peg_cfg or {})
         in_dims, stride, cur = in_channels, 1, 0
         for i in range(self.num_stages):
             dims = self.embed_dims[i]
@@ -183,13 +183,9 @@ class PVTPEG(BaseBackbone):
                         sr_ratio=s['sr_ratios'][i],
                         norm_cfg=norm_cfg) for j in range(s['depths'][i])
                 ]))
-            # ModuleDict keys are positions: 'pegs.1.0' follows block 0 of
-            # stage 1.
+            # 'pegs.1.0' follows block 0 of stage 1
             self.pegs.append(
-                ModuleDict({
-                    str(p): ConditionalPositionEncoding(dims, dims, **peg_cfg)
-                    for p in self.peg_positions[i]
-                }))
+                self._build_pegs(self.peg_positions[i], dims, peg_cfg))
             self.norms.append(
                 build_norm_layer(norm_cfg, dims)[1]
                 if norm_after_stage or last else nn.Identity())
@@ -198,47 +194,14 @@ class PVTPEG(BaseBackbone):
             self.cls_token = nn.Parameter(torch.zeros(1, 1, dims))
         self._freeze_stages()
 
-    def _check_peg_positions(self, positions) -> list:
-        if len(positions) != self.num_stages:
-            raise ValueError(
-                f'PVTPEG: peg_positions needs one entry per stage '
-                f'({self.num_stages}), got {positions!r}; use () for a '
-                f'stage without PEG')
-        checked = []
-        for i, pos in enumerate(positions):
-            pos = (pos, ) if isinstance(pos, int) else tuple(pos)
-            depth = self.arch_settings['depths'][i]
-            bad = [p for p in pos if not -1 <= p < depth]
-            if bad:
-                raise ValueError(
-                    f'PVTPEG: peg_positions {bad} of stage {i} out of range; '
-                    f'allowed are -1 (before the first block) to '
-                    f'{depth - 1} (after its last block)')
-            checked.append(tuple(sorted(set(pos))))
-        return checked
-
-    def _check_out_indices(self, out_indices) -> tuple:
-        if isinstance(out_indices, int):
-            out_indices = (out_indices, )
-        bad = [i for i in out_indices if not 0 <= i < self.num_stages]
-        if bad:
-            raise ValueError(f'PVTPEG: out_indices {bad} out of range; '
-                             f'stages are 0 to {self.num_stages - 1}')
-        return tuple(sorted(set(out_indices)))
-
-    def _freeze_stages(self):
+    def _frozen_modules(self) -> list:
+        frozen = []
         for i in range(min(self.frozen_stages, self.num_stages)):
-            frozen = [self.patch_embeds[i], self.stages[i], self.pegs[i],
-                      self.norms[i]]
+            frozen += [self.patch_embeds[i], self.stages[i], self.pegs[i],
+                       self.norms[i]]
             if self.pos_embeds is not None:
                 frozen.append(self.pos_embeds[i])
-            for m in frozen:
-                m.eval()
-                m.requires_grad_(False)
-
-    @torch.jit.ignore
-    def no_weight_decay(self):
-        return {'cls_token', 'pos_embed'}
+        return frozen
 
     def forward(self, x: torch.Tensor) -> tuple:
         outs = []
@@ -255,8 +218,7 @@ class PVTPEG(BaseBackbone):
             if i == self.num_stages - 1 and self.out_type != 'featmap':
                 outs.append(x[:, 0] if self.with_cls_token else x.mean(1))
                 break
-            # (B, H*W, C) -> (B, C, H, W)
-            x = x.transpose(1, 2).reshape(B, -1, *hw_shape)
+            x = nlc_to_nchw(x, hw_shape).contiguous()
             if self.out_type == 'featmap' and i in self.out_indices:
                 outs.append(x)
         return tuple(outs)

@@ -12,11 +12,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 from mmcv.cnn import build_norm_layer
 from mmcv.cnn.bricks.transformer import PatchEmbed
-from mmengine.model import BaseModule, ModuleDict, ModuleList
+from mmengine.model import BaseModule, ModuleList
 from mmengine.model.weight_init import trunc_normal_
 
 from mmcpvt.registry import register_model
-from ..layers import ConditionalPositionEncoding, TransformerBlock
+from ..layers import TransformerBlock, nlc_to_nchw
 from .base import BaseBackbone
 from .utils import check_choice, resolve_arch
 
@@ -218,15 +218,10 @@ class SwinPEG(BaseBackbone):
                              'entry per stage each')
         check_choice('out_type', out_type, self.OUT_TYPES, 'SwinPEG')
         self.out_type = out_type
-        self.out_indices = tuple(sorted(set(out_indices)))
-        bad = [i for i in self.out_indices if not 0 <= i < self.num_stages]
-        if bad:
-            raise ValueError(f'SwinPEG: out_indices {bad} out of range; '
-                             f'stages are 0 to {self.num_stages - 1}')
-        if len(peg_positions) != self.num_stages:
-            raise ValueError(
-                f'SwinPEG: peg_positions needs one entry per stage '
-                f'({self.num_stages}), got {peg_positions!r}')
+        self.out_indices = self._check_out_indices(out_indices,
+                                                   self.num_stages)
+        self.peg_positions = self._check_stage_peg_positions(
+            peg_positions, s['depths'])
         self.frozen_stages = frozen_stages
         self.norm_eval = norm_eval
         self.with_cp = with_cp
@@ -246,16 +241,8 @@ class SwinPEG(BaseBackbone):
         self.stages = ModuleList()
         self.pegs = ModuleList()
         self.downsamples = ModuleList()
-        self.peg_positions = []
         cur = 0
         for i, depth in enumerate(s['depths']):
-            pos = peg_positions[i]
-            pos = (pos, ) if isinstance(pos, int) else tuple(sorted(set(pos)))
-            if any(not -1 <= p < depth for p in pos):
-                raise ValueError(
-                    f'SwinPEG: peg_positions {pos} of stage {i} out of '
-                    f'range; allowed are -1 to {depth - 1}')
-            self.peg_positions.append(pos)
             self.stages.append(
                 ModuleList([
                     SwinBlock(
@@ -270,14 +257,9 @@ class SwinPEG(BaseBackbone):
                         qkv_bias=qkv_bias,
                         norm_cfg=norm_cfg) for j in range(depth)
                 ]))
-            # ModuleDict keys are positions: 'pegs.2.0' follows block 0 of
-            # stage 2.
+            # 'pegs.2.0' follows block 0 of stage 2
             self.pegs.append(
-                ModuleDict({
-                    str(p): ConditionalPositionEncoding(
-                        dims[i], dims[i], **dict(peg_cfg or {}))
-                    for p in pos
-                }))
+                self._build_pegs(self.peg_positions[i], dims[i], peg_cfg))
             if i < self.num_stages - 1:
                 self.downsamples.append(
                     PatchMerging(dims[i], dims[i + 1], norm_cfg))
@@ -292,9 +274,9 @@ class SwinPEG(BaseBackbone):
             self.norm = build_norm_layer(norm_cfg, dims[-1])[1]
         self._freeze_stages()
 
-    def _freeze_stages(self):
+    def _frozen_modules(self) -> list:
         if self.frozen_stages < 0:
-            return
+            return []
         frozen = [self.patch_embed, self.drop_after_pos]
         for i in range(min(self.frozen_stages, self.num_stages)):
             frozen += [self.stages[i], self.pegs[i]]
@@ -302,13 +284,7 @@ class SwinPEG(BaseBackbone):
                 frozen.append(self.downsamples[i])
             if self.out_type == 'featmap':
                 frozen.append(self.norms[i])
-        for m in frozen:
-            m.eval()
-            m.requires_grad_(False)
-
-    @torch.jit.ignore
-    def no_weight_decay(self):
-        return {'relative_position_bias_table'}
+        return frozen
 
     def forward(self, x: torch.Tensor) -> tuple:
         x, hw_shape = self.patch_embed(x)  # (B, H*W, C)
@@ -317,10 +293,8 @@ class SwinPEG(BaseBackbone):
         for i in range(self.num_stages):
             x = self._run_stage(self.stages[i], self.pegs[i], x, hw_shape)
             if self.out_type == 'featmap' and i in self.out_indices:
-                out = self.norms[i](x)
-                # (B, H*W, C) -> (B, C, H, W)
                 outs.append(
-                    out.transpose(1, 2).reshape(x.shape[0], -1, *hw_shape))
+                    nlc_to_nchw(self.norms[i](x), hw_shape).contiguous())
             if i < self.num_stages - 1:
                 x, hw_shape = self.downsamples[i](x, hw_shape)
         if self.out_type == 'avg_featmap':

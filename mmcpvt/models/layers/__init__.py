@@ -4,8 +4,10 @@ from .ffn import FFN
 from .peg import ConditionalPositionEncoding
 from .pos_embed import (LearnedPositionEmbedding, SinCos2dPositionEmbedding,
                         sincos_2d)
+from .utils import nchw_to_nlc, nlc_to_nchw
 
 __all__ = [
     'Attention', 'FFN', 'TransformerBlock', 'ConditionalPositionEncoding',
-    'LearnedPositionEmbedding', 'SinCos2dPositionEmbedding', 'sincos_2d'
+    'LearnedPositionEmbedding', 'SinCos2dPositionEmbedding', 'sincos_2d',
+    'nchw_to_nlc', 'nlc_to_nchw'
 ]

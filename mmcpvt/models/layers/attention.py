@@ -7,6 +7,8 @@ import torch.nn.functional as F
 from mmcv.cnn import build_norm_layer
 from mmengine.model import BaseModule
 
+from .utils import nchw_to_nlc, nlc_to_nchw
+
 
 class Attention(BaseModule):
     """Multi-head self-attention, optionally with PVT's spatial reduction.
@@ -79,36 +81,33 @@ class Attention(BaseModule):
                 x: torch.Tensor,
                 hw_shape: Optional[Sequence[int]] = None,
                 attn_bias: Optional[torch.Tensor] = None,
-                qk_pos: Optional[torch.Tensor] = None,
                 return_attn: bool = False):
         """Attend over the tokens x (B, N, C).
 
         ``hw_shape`` (H, W) is needed only with spatial reduction, where the
         N tokens must be exactly an H x W map. ``attn_bias`` is added to the
         attention logits (broadcast to (B, heads, N, N_kv)): Swin's relative
-        position bias and shift mask. ``qk_pos`` (B, N, C) is added to the
-        input of the query and key projections only, not of the values (the
-        paper's "PEG on Q and K only" ablation; no spatial reduction). With
-        ``return_attn``, returns
+        position bias and shift mask. With ``return_attn``, returns
         ``(out, attn)`` with ``attn`` of shape (B, heads, N, N_kv).
         """
-        B, N, C = x.shape
         if self.sr_ratio > 1:
-            H, W = hw_shape
             q = self._split_heads(self.q(x), 1)[0]
             # (B, N, C) -> (B, C, H, W) -> reduced (B, N', C)
-            x_ = x.transpose(1, 2).reshape(B, C, H, W)
-            x_ = self.norm(self.sr(x_).flatten(2).transpose(1, 2))
-            k, v = self._split_heads(self.kv(x_), 2).unbind(0)
-        elif qk_pos is not None:
-            w, b = self.qkv.weight, self.qkv.bias
-            b_qk, b_v = (None, None) if b is None else (b[:2 * C], b[2 * C:])
-            q, k = self._split_heads(
-                F.linear(x + qk_pos, w[:2 * C], b_qk), 2).unbind(0)
-            v = self._split_heads(F.linear(x, w[2 * C:], b_v), 1)[0]
+            x_ = nchw_to_nlc(self.sr(nlc_to_nchw(x, hw_shape)))
+            k, v = self._split_heads(self.kv(self.norm(x_)), 2).unbind(0)
         else:
             q, k, v = self._split_heads(self.qkv(x), 3).unbind(0)
+        return self.attend(q, k, v, attn_bias, return_attn)
 
+    def attend(self,
+               q: torch.Tensor,
+               k: torch.Tensor,
+               v: torch.Tensor,
+               attn_bias: Optional[torch.Tensor] = None,
+               return_attn: bool = False):
+        """Heads (B, heads, N, head_dims) -> attended tokens (B, N, C) after
+        the output projection (and the attention weights with
+        ``return_attn``)."""
         if self.fused_attn and not return_attn:
             x = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=attn_bias,
@@ -121,6 +120,6 @@ class Attention(BaseModule):
             attn = attn.softmax(dim=-1)
             x = F.dropout(attn, self.attn_drop, self.training) @ v
         # (B, heads, N, head_dims) -> (B, N, C)
-        x = x.transpose(1, 2).reshape(B, N, C)
+        x = x.transpose(1, 2).flatten(2)
         x = self.proj_drop(self.proj(x))
         return (x, attn) if return_attn else x

@@ -30,6 +30,7 @@ class TransformerBlock(BaseModule):
         norm_cfg (dict): Norm layers. Defaults to ``dict(type='LN')``.
         init_cfg (dict, optional): Initialization config. Defaults to None.
     """
+    attn_cls = Attention  # a subclass may attend differently
 
     def __init__(self,
                  embed_dims: int,
@@ -45,7 +46,7 @@ class TransformerBlock(BaseModule):
                  init_cfg: Optional[dict] = None):
         super().__init__(init_cfg=init_cfg)
         self.ln1 = build_norm_layer(norm_cfg, embed_dims)[1]
-        self.attn = Attention(
+        self.attn = self.attn_cls(
             embed_dims,
             num_heads,
             qkv_bias=qkv_bias,
@@ -66,11 +67,7 @@ class TransformerBlock(BaseModule):
 
     def forward(self,
                 x: torch.Tensor,
-                hw_shape: Optional[Sequence[int]] = None,
-                qk_pos: Optional[torch.Tensor] = None) -> torch.Tensor:
-        """``qk_pos``: a position encoding for queries and keys only (see
-        :class:`Attention`)."""
-        x = x + self.drop_path(
-            self.attn(self.ln1(x), hw_shape, qk_pos=qk_pos))
+                hw_shape: Optional[Sequence[int]] = None) -> torch.Tensor:
+        x = x + self.drop_path(self.attn(self.ln1(x), hw_shape))
         x = x + self.drop_path(self.ffn(self.ln2(x)))
         return x

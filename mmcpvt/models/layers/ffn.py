@@ -25,8 +25,8 @@ class FFN(_MMCVFFN):
     inference mode, frozen weights) its out-of-place GELU allocates a second
     B x N x 4C tensor per block, the largest allocation of the block, and
     makes one more pass over memory. On the CPU that allocation is often
-    served by pages that have to be faulted in again (see
-    mmcpvt/utils/malloc.py and docs/benchmarks.md).
+    served by pages that have to be faulted in again (docs/benchmarks.md
+    gives the figure that keeps this).
     When autograd records the activation it needs its input, so the
     activation is applied out of place as before.
     """

@@ -4,45 +4,14 @@ import torch
 
 import mmcpvt  # noqa: F401
 from mmcpvt.registry import MODELS
+from tests.utils import BACKBONES, SMALL_BACKBONES
 
-# A small configuration per registered backbone. A new backbone without an
-# entry here fails `test_every_backbone_is_covered`.
-SMALL = {
-    'CPVT': [
-        dict(arch=dict(embed_dims=32, num_layers=3, num_heads=2,
-                       feedforward_channels=64), peg_positions=(0, 1)),
-        dict(arch=dict(embed_dims=32, num_layers=3, num_heads=2,
-                       feedforward_channels=64), out_type='avg_featmap',
-             pos_embed='learned', peg_positions=(-1, ),
-             peg_cfg=dict(num_layers=2, norm_cfg=dict(type='BN'),
-                          act_cfg=dict(type='ReLU'))),
-    ],
-    'PVTPEG': [
-        dict(arch=dict(embed_dims=[8, 16, 24, 32], num_heads=[1, 2, 3, 4],
-                       mlp_ratios=[2, 2, 2, 2], depths=[1, 2, 1, 1],
-                       sr_ratios=[8, 4, 2, 1])),
-        dict(arch='tiny', out_type='avg_featmap',
-             peg_positions=((-1, 1), (), 0, 1), with_cp=True),
-        dict(arch=dict(embed_dims=[8, 16, 24, 32], num_heads=[1, 2, 3, 4],
-                       mlp_ratios=[2, 2, 2, 2], depths=[1, 1, 1, 1],
-                       sr_ratios=[8, 4, 2, 1]), out_type='cls_token',
-             pos_embed='learned', peg_positions=((), (), (), ())),
-    ],
-    'SwinPEG': [
-        dict(arch=dict(embed_dims=8, depths=[2, 2, 2, 2],
-                       num_heads=[1, 2, 2, 4])),
-        dict(arch=dict(embed_dims=8, depths=[2, 2, 3, 1],
-                       num_heads=[1, 2, 2, 4]), out_type='avg_featmap',
-             peg_positions=(-1, (0, 1), (), 0), with_cp=True),
-    ],
-}
-BACKBONES = [(name, cfg) for name, cfgs in SMALL.items() for cfg in cfgs]
 NON_BACKBONES = {'ConditionalPositionEncoding'}
 
 
 def test_every_backbone_is_covered():
     registered = set(MODELS.module_dict) - NON_BACKBONES
-    assert registered == set(SMALL)
+    assert registered == set(SMALL_BACKBONES)
 
 
 @pytest.mark.parametrize('name, cfg', BACKBONES)
@@ -72,21 +41,31 @@ def test_found_from_every_downstream_scope(name, cfg, scope):
             assert type(model) is MODELS.get(name)
 
 
-@pytest.mark.parametrize('name, cfg', BACKBONES[:1] + BACKBONES[2:3])
+def _build(name, cfg, seed=0, **kwargs):
+    torch.manual_seed(seed)
+    model = MODELS.build(dict(type=name, **cfg, **kwargs))
+    model.init_weights()
+    return model
+
+
+@pytest.mark.parametrize('name, cfg', BACKBONES)
 def test_pretrained_init_loads_a_classifier_checkpoint(name, cfg, tmp_path):
-    src = MODELS.build(dict(type=name, **cfg))
-    src.init_weights()
+    """init_cfg Pretrained round trip: a classifier checkpoint of one
+    model, loaded into a differently seeded one, gives its weights."""
+    src = _build(name, cfg, seed=1)
     state = {f'backbone.{k}': v for k, v in src.state_dict().items()}
     state['head.fc.weight'] = torch.zeros(3, 3)
     path = tmp_path / 'cls.pth'
     torch.save({'state_dict': state, 'meta': {}}, path)
-    dst = MODELS.build(
-        dict(type=name, **cfg,
-             init_cfg=dict(type='Pretrained', checkpoint=str(path),
-                           prefix='backbone.')))
-    dst.init_weights()
+    dst = _build(name, cfg, seed=2,
+                 init_cfg=dict(type='Pretrained', checkpoint=str(path),
+                               prefix='backbone.'))
+    assert src.state_dict().keys() == dst.state_dict().keys()
     for k, v in src.state_dict().items():
         assert torch.equal(v, dst.state_dict()[k]), k
+    x = torch.randn(1, 3, 40, 56)
+    for a, b in zip(src.eval()(x), dst.eval()(x)):
+        assert torch.equal(a, b)
 
 
 def test_missing_pretrained_checkpoint_is_explained(tmp_path):
@@ -114,14 +93,10 @@ def test_default_init_is_the_transformer_init(name, cfg):
 
 @pytest.mark.parametrize('name, cfg', BACKBONES)
 def test_inference_without_autograd_gives_the_same_outputs(name, cfg):
-    """Without autograd the PEG adds into the tokens and the FFN activates
-    in place: same numbers as with autograd (up to rounding: with an
-    attention mask, SDPA may pick another kernel when it records), and the
-    input is untouched."""
-    torch.manual_seed(0)
-    model = MODELS.build(dict(type=name, **cfg))
-    model.init_weights()
-    model.eval()
+    """Without autograd the FFN activates in place: the same numbers as
+    with autograd (up to rounding: with an attention mask, SDPA may pick
+    another kernel when it records), and the input is untouched."""
+    model = _build(name, cfg).eval()
     x = torch.randn(2, 3, 61, 83)
     x_copy = x.clone()
     ref = model(x)
@@ -133,3 +108,44 @@ def test_inference_without_autograd_gives_the_same_outputs(name, cfg):
     for o, o_inf, r in zip(outs, outs_inf, ref):
         torch.testing.assert_close(o, r.detach())
         torch.testing.assert_close(o_inf, r.detach())
+
+
+@pytest.mark.parametrize('name, cfg', BACKBONES)
+def test_gradient_checkpointing_gives_the_same_outputs_and_gradients(
+        name, cfg):
+    x = torch.randn(2, 3, 45, 61)
+    results = []
+    for with_cp in (False, True):
+        model = _build(name, cfg, with_cp=with_cp).train()
+        torch.manual_seed(0)  # the same stochastic-depth draws
+        outs = model(x)
+        sum(o.float().sum() for o in outs).backward()
+        grads = {n: p.grad for n, p in model.named_parameters()}
+        results.append((outs, grads))
+    (outs, grads), (outs_cp, grads_cp) = results
+    for a, b in zip(outs, outs_cp):
+        torch.testing.assert_close(a, b)
+    assert grads.keys() == grads_cp.keys()
+    for n in grads:
+        torch.testing.assert_close(grads[n], grads_cp[n], msg=n)
+
+
+@pytest.mark.parametrize('name', SMALL_BACKBONES)
+def test_compiles_in_one_graph_at_two_sizes(name):
+    """torch.compile(fullgraph=True) traces the whole backbone without a
+    graph break (fullgraph raises on one) at two input sizes, and gives
+    eager's outputs. The 'eager' backend runs the captured graph without
+    code generation: the tracing is what is tested here, inductor's speed
+    is measured by tools/analysis_tools/benchmark.py --compile. Shapes are
+    specialised per size (dynamic=False): symbolic shapes trace the same
+    code many times slower on a small CPU."""
+    import torch._dynamo
+    torch._dynamo.reset()
+    model = _build(name, SMALL_BACKBONES[name][0]).eval()
+    compiled = torch.compile(model, backend='eager', fullgraph=True,
+                             dynamic=False)
+    for size in ((64, 64), (45, 83)):
+        x = torch.randn(2, 3, *size)
+        with torch.no_grad():
+            for a, b in zip(model(x), compiled(x)):
+                torch.testing.assert_close(a, b)

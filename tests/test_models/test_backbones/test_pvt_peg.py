@@ -2,14 +2,12 @@ import pytest
 import torch
 
 from mmcpvt.models.backbones import PVTPEG
+from tests.utils import n_params
 
 TINY = dict(embed_dims=[16, 32, 48, 64], num_heads=[1, 2, 3, 4],
             mlp_ratios=[2, 2, 2, 2], depths=[2, 1, 1, 1],
             sr_ratios=[8, 4, 2, 1])
 
-
-def n_params(m):
-    return sum(p.numel() for p in m.parameters())
 
 
 @pytest.mark.parametrize('arch, millions', [('tiny', 12.85), ('small', 24.11),
@@ -87,17 +85,3 @@ def test_frozen_stages_and_norm_eval():
 def test_bad_arguments_are_explained(kwargs, match):
     with pytest.raises(ValueError, match=match):
         PVTPEG(TINY, **kwargs)
-
-
-def test_gradient_checkpointing_gives_the_same_output():
-    torch.manual_seed(0)
-    plain = PVTPEG(TINY, drop_path_rate=0.)
-    ckpt = PVTPEG(TINY, drop_path_rate=0., with_cp=True)
-    ckpt.load_state_dict(plain.state_dict())
-    x = torch.randn(1, 3, 64, 64, requires_grad=True)
-    a = plain(x)[-1].sum()
-    b = ckpt(x)[-1].sum()
-    torch.testing.assert_close(a, b)
-    ga, = torch.autograd.grad(a, x)
-    gb, = torch.autograd.grad(b, x)
-    torch.testing.assert_close(ga, gb)

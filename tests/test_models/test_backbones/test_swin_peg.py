@@ -3,12 +3,10 @@ import torch
 
 from mmcpvt.models.backbones import SwinPEG
 from mmcpvt.models.backbones.swin_peg import SwinBlock
+from tests.utils import n_params
 
 TINY = dict(embed_dims=16, depths=[2, 2, 2, 1], num_heads=[1, 2, 2, 4])
 
-
-def n_params(m):
-    return sum(p.numel() for p in m.parameters())
 
 
 def test_swin_tiny_size():

@@ -1,0 +1,68 @@
+"""CPVTQKOnly: the paper's test that the PEG acts as a position encoding
+(Sec. 4.3, "PEG on Q and K only").
+
+Conditional Positional Encodings for Vision Transformers, Chu et al.,
+ICLR 2023 (https://arxiv.org/abs/2102.10882).
+"""
+from typing import Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from mmcpvt.registry import register_model
+from ..layers import Attention, TransformerBlock
+from .cpvt import CPVT
+
+
+class QKPosAttention(Attention):
+    """Attention whose queries and keys see ``x + qk_pos`` and whose values
+    see ``x`` (no spatial reduction)."""
+
+    def forward(self,
+                x: torch.Tensor,
+                hw_shape: Optional[Sequence[int]] = None,
+                qk_pos: Optional[torch.Tensor] = None) -> torch.Tensor:
+        if qk_pos is None:
+            return super().forward(x, hw_shape)
+        C = x.shape[-1]
+        w, b = self.qkv.weight, self.qkv.bias
+        b_qk, b_v = (None, None) if b is None else (b[:2 * C], b[2 * C:])
+        q, k = self._split_heads(F.linear(x + qk_pos, w[:2 * C], b_qk),
+                                 2).unbind(0)
+        v = self._split_heads(F.linear(x, w[2 * C:], b_v), 1)[0]
+        return self.attend(q, k, v)
+
+
+class QKPosBlock(TransformerBlock):
+    """The transformer block with :class:`QKPosAttention`; ``qk_pos`` is
+    added to the normed tokens that make queries and keys."""
+    attn_cls = QKPosAttention
+
+    def forward(self,
+                x: torch.Tensor,
+                hw_shape: Optional[Sequence[int]] = None,
+                qk_pos: Optional[torch.Tensor] = None) -> torch.Tensor:
+        x = x + self.drop_path(self.attn(self.ln1(x), hw_shape, qk_pos))
+        return x + self.drop_path(self.ffn(self.ln2(x)))
+
+
+@register_model
+class CPVTQKOnly(CPVT):
+    """CPVT whose PEGs do not change the token stream: each PEG's encoding
+    ``F(x)`` is added only to the query and key inputs of the next encoder.
+    Same arguments and parameter names as :class:`CPVT`; a PEG after the
+    last encoder has no next encoder to feed and is refused."""
+    block_cls = QKPosBlock
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.num_layers - 1 in self.peg_positions:
+            raise ValueError(
+                f'CPVTQKOnly: a PEG after the last encoder '
+                f'({self.num_layers - 1}) has no next encoder to feed; '
+                f'remove it from peg_positions')
+
+    def _apply_peg(self, position: int, x: torch.Tensor, hw_shape):
+        if str(position) not in self.pegs:
+            return x, ()
+        return x, (self.pegs[str(position)](x, hw_shape) - x, )

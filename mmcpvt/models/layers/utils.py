@@ -1,0 +1,27 @@
+"""Token <-> map layout helpers shared by the PEG, the attention and the
+backbones."""
+from typing import Sequence
+
+import torch
+
+
+def nlc_to_nchw(x: torch.Tensor, hw_shape: Sequence[int]) -> torch.Tensor:
+    """Tokens (B, H*W, C) -> map (B, C, H, W).
+
+    A view in channels-last memory, no copy: convolutions take it as it is
+    and run their channels-last kernels. Call ``.contiguous()`` where an
+    NCHW-contiguous map is wanted (outputs for a neck)."""
+    B, N, C = x.shape
+    H, W = hw_shape
+    if N != H * W:
+        raise ValueError(f'{N} tokens do not make a {H}x{W} map')
+    # (B, H*W, C) -> (B, H, W, C) -> (B, C, H, W)
+    return x.reshape(B, H, W, C).permute(0, 3, 1, 2)
+
+
+def nchw_to_nlc(x: torch.Tensor) -> torch.Tensor:
+    """Map (B, C, H, W) -> tokens (B, H*W, C); a view for channels-last
+    maps, a copy otherwise."""
+    B, C = x.shape[:2]
+    # (B, C, H, W) -> (B, H, W, C) -> (B, H*W, C)
+    return x.permute(0, 2, 3, 1).reshape(B, -1, C)

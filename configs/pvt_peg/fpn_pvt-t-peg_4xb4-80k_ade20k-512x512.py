@@ -4,8 +4,9 @@
 #   --cfg-options model.backbone.init_cfg=None
 _base_ = [
     '../_base_/models/fpn_pvt-t-peg.py',
-    '../_base_/datasets/ade20k_512x512.py',
-    '../_base_/default_runtime_seg.py', '../_base_/schedules/schedule_80k.py'
+    'mmseg::_base_/datasets/ade20k.py',
+    'mmseg::_base_/default_runtime.py',
+    '../_base_/schedules/schedule_80k.py',
 ]
 model = dict(
     backbone=dict(

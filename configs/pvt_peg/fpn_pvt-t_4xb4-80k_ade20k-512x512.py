@@ -4,8 +4,9 @@
 # fpn_pvt-t-peg_4xb4-80k_ade20k-512x512.py.
 _base_ = [
     '../_base_/models/fpn_pvt-t-peg.py',
-    '../_base_/datasets/ade20k_512x512.py',
-    '../_base_/default_runtime_seg.py', '../_base_/schedules/schedule_80k.py'
+    'mmseg::_base_/datasets/ade20k.py',
+    'mmseg::_base_/default_runtime.py',
+    '../_base_/schedules/schedule_80k.py',
 ]
 # mmdet registers the backbone; 'mmdet.' finds it from mmseg's scope.
 custom_imports = dict(

@@ -1,8 +1,10 @@
 # Swin-Tiny+PEG (Chu et al., ICLR 2023, appendix "Classification Evaluation
-# of Swin with PEG"): Swin-T (Liu et al., ICCV 2021), which keeps its relative
-# position bias, with a PEG (3x3 depth-wise convolution) after the first block
-# of every stage; final norm + global average pooling as Swin. Stochastic
-# depth 0.2 and the batch augments are Swin-T's.
+# of Swin with PEG", which gives the result but not the placement): Swin-T
+# (Liu et al., ICCV 2021) with a PEG (3x3 depth-wise convolution) after the
+# first block of every stage, position 0 as in PVT+PEG, and its relative
+# position bias kept (our choice, see configs/swin_peg/README.md); final
+# norm + global average pooling as Swin. Stochastic depth 0.2 and the batch
+# augments are Swin-T's.
 custom_imports = dict(imports=['mmcpvt'], allow_failed_imports=False)
 
 model = dict(

@@ -4,7 +4,7 @@ Each converter maps a classification state dict of one family to our keys and
 returns a :class:`ConversionReport` that says what was mapped and what was
 dropped and why. Backbones apply the same converters at load time (a
 state-dict pre-hook), so a config can point ``init_cfg`` straight at an
-official file.
+official file; ``TOOLS`` names the command-line converter of each family.
 
 Families:
     twins: official Twins PCPVT / timm ``twins_pcpvt_*`` -> ``PVTPEG``
@@ -270,41 +270,3 @@ CONVERTERS: Dict[str, Callable] = {
     'swin': convert_swin,
 }
 
-
-def convert_file(src: str, dst: str, family: str, **kwargs) -> str:
-    """Convert the checkpoint file ``src`` of ``family`` into an mmcpvt
-    classifier checkpoint at ``dst``; returns the report's summary."""
-    try:
-        checkpoint = torch.load(src, map_location='cpu', weights_only=True)
-    except FileNotFoundError:
-        raise FileNotFoundError(f'no checkpoint at {src}') from None
-    except Exception as e:  # the unpickler names the refused global
-        raise ValueError(
-            f'{src} cannot be loaded safely (weights_only): {e}. Re-save '
-            f'its state dict alone, e.g. torch.save(ckpt["model"], path), '
-            f'in an environment you trust.') from None
-    converted, report = CONVERTERS[family](unwrap(checkpoint), **kwargs)
-    torch.save({'state_dict': converted,
-                'meta': {'converted_from': src, 'family': family}}, dst)
-    return report.summary()
-
-
-def cli(family: str, doc: str, argv=None):
-    """The command line of ``tools/model_converters/<family>2mmcpvt.py``."""
-    import argparse
-    parser = argparse.ArgumentParser(
-        description=doc, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument('src', help='official / timm checkpoint')
-    parser.add_argument('dst', help='where to write the mmcpvt checkpoint')
-    if family == 'deit':
-        parser.add_argument(
-            '--drop-pos-embed', action='store_true',
-            help='leave the learned position table out (warm start for '
-            'CPVT)')
-    args = vars(parser.parse_args(argv))
-    src, dst = args.pop('src'), args.pop('dst')
-    try:
-        print(convert_file(src, dst, family, **args))
-    except (FileNotFoundError, ValueError) as e:
-        raise SystemExit(f'error: {e}')
-    print(f'saved {dst}')

@@ -3,10 +3,13 @@
 timm is the reference implementation; its models are built with random
 weights (no download), converted, and loaded with strict keys.
 """
+import argparse
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 import timm
 import torch
@@ -17,6 +20,8 @@ from mmcpvt.utils.convert import (convert_deit, convert_swin, convert_twins,
                                   detect_family)
 
 ROOT = Path(__file__).parents[2]
+sys.path.insert(0, str(ROOT / 'tools' / 'model_converters'))
+from convert_cli import cli  # noqa: E402
 
 
 def classifier(backbone, in_channels):
@@ -172,3 +177,54 @@ def test_cli_converts_and_reports(tmp_path):
         [sys.executable, 'tools/model_converters/swin2mmcpvt.py', str(src),
          str(dst)], cwd=ROOT, capture_output=True, text=True)
     assert bad.returncode != 0 and 'twins2mmcpvt' in bad.stderr
+
+
+def test_safetensors_converts_and_loads_through_init_cfg(tmp_path):
+    """timm's hub files are ``model.safetensors``."""
+    from safetensors.torch import save_file
+    ref = timm_model('twins_pcpvt_small')
+    src, dst = tmp_path / 'model.safetensors', tmp_path / 'dst.pth'
+    save_file(ref.state_dict(), str(src))
+    cli('twins', '', [str(src), str(dst)])
+    ours = classifier(dict(type='PVTPEG', arch='small',
+                           out_type='avg_featmap'), 512)
+    ours.load_state_dict(torch.load(dst, weights_only=True)['state_dict'],
+                         strict=True)
+    from mmcpvt.registry import MODELS
+    model = MODELS.build(
+        dict(type='PVTPEG', arch='small', out_type='avg_featmap',
+             init_cfg=dict(type='Pretrained', checkpoint=str(src))))
+    model.init_weights()
+    expected, _ = convert_twins(ref.state_dict(), with_head=False)
+    state = model.state_dict()
+    assert all(torch.equal(state[k], v) for k, v in expected.items())
+
+
+def write_zip(path, member):
+    with zipfile.ZipFile(path, 'w') as z:
+        z.writestr(member, 'x')
+
+
+@pytest.mark.parametrize('name, write, found', [
+    ('weights.txt', lambda p: p.write_text('conv1.weight 0.1 0.2\n'),
+     'text'),
+    ('weights.npz', lambda p: np.savez(p, w=np.ones(2)),
+     'zip archive that is not a torch file (members: w.npy)'),
+    ('model.onnx', lambda p: p.write_bytes(b'\x08\x07\x12\x07pytorch\x1a'),
+     'unrecognised data'),
+    ('weights.zip', lambda p: write_zip(p, 'readme.md'),
+     'zip archive that is not a torch file (members: readme.md)'),
+    ('empty.pth', lambda p: p.write_bytes(b''), 'an empty file'),
+    ('empty.safetensors', lambda p: p.write_bytes(b''), 'an empty file'),
+    ('pickle.pth', lambda p: torch.save(argparse.Namespace(), p),
+     'weights_only=True'),
+])
+def test_other_files_are_refused_by_name(tmp_path, name, write, found):
+    src = tmp_path / name
+    write(src)
+    with pytest.raises(SystemExit) as e:
+        cli('twins', '', [str(src), str(tmp_path / 'dst.pth')])
+    assert str(src) in str(e.value) and found in str(e.value)
+    if found != 'weights_only=True':
+        assert '.pth, .pt, .bin' in str(e.value)
+        assert '.safetensors' in str(e.value)

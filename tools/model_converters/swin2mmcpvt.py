@@ -4,7 +4,7 @@ their initialisation).
 
     python tools/model_converters/swin2mmcpvt.py swin_tiny.pth out.pth
 """
-from mmcpvt.utils.convert import cli
+from convert_cli import cli
 
 if __name__ == '__main__':
     cli('swin', __doc__)

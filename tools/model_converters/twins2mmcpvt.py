@@ -6,7 +6,7 @@ pcpvt small / base / large = PVT-small / medium / large + PEG + GAP:
     python tools/model_converters/twins2mmcpvt.py pcpvt_small.pth \\
         checkpoints/pvt-s-peg-gap_in1k.pth
 """
-from mmcpvt.utils.convert import cli
+from convert_cli import cli
 
 if __name__ == '__main__':
     cli('twins', __doc__)

@@ -2,21 +2,27 @@
 
 get_flops is checked against published figures (mmpretrain's DeiT numbers,
 the paper's PVT-S+PEG+GAP and Swin-T+PEG), in-process and as a user runs it;
-benchmark and train_step_check run as subprocesses on tiny settings, and
-benchmark's pairing (same input, interleaved rounds) is checked in-process.
+benchmark and train_step_check run as subprocesses on tiny settings;
+benchmark's pairing (same input, ABBA order of runs, block ratios) is
+checked in-process with stand-in measurements.
 """
-import argparse
+import dataclasses
 import glob
 import importlib.util
+import json
+import os
 import os.path as osp
+import platform
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
 import torch.nn as nn
 
 from tests import utils
-from tests.utils import ROOT
+from tests.utils import ROOT, explain
 
 TOOLS = osp.join(ROOT, 'tools', 'analysis_tools')
 
@@ -119,63 +125,89 @@ def test_get_flops_missing_config():
 
 # --------------------------------------------------------------- benchmark
 NUMBER = r'([0-9]+(?:\.[0-9]+)?)'
+# tiny settings: 64 px, batch 2, one ABBA block of 2 calls a run
+TINY = ('--sizes', '64', '--batch', '2', '--runs', '2', '--iters', '2',
+        '--warmup', '1', '--threads', '1')
 
 
-def test_benchmark_cli_pair():
+def result_line(stdout, what, ours, theirs, unit='img/s'):
+    """The one ``what`` line of ours vs theirs: batch, figures, ratio and
+    its interval."""
+    found = [line for line in stdout.splitlines()
+             if line.startswith(what + ' ')]
+    assert len(found) == 1, (what, stdout)
+    match = re.search(
+        rf'64px b(\d+)\s+{re.escape(ours)}\s+{NUMBER} {unit}\s+vs\s+'
+        rf'{re.escape(theirs)}\s+{NUMBER} {unit}\s+ratio {NUMBER} '
+        rf'\[{NUMBER}, {NUMBER}\]', found[0])
+    assert match, found[0]
+    return [float(g) for g in match.groups()]
+
+
+def test_benchmark_cli_pair_one_process_per_run(tmp_path):
     out = run_tool('benchmark', '--pairs', 'cpvt-tiny:deit-tiny@mmpretrain',
-                   '--sizes', '64', '--batch', '2', '--rounds', '2',
-                   '--warmup', '1', '--train', '--latency', '--threads', '1')
-    assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
-    for what, unit in (('forward', 'img/s'), ('train', 'img/s'),
-                       ('latency', 'ms')):
-        found = [line for line in lines if line.startswith(what)]
-        assert len(found) == 1, (what, out.stdout)
-        match = re.search(
-            rf'64px\s+(?:b2\s+)?cpvt-tiny\s+{NUMBER} {unit}\s+vs\s+'
-            rf'deit-tiny@mmpretrain\s+{NUMBER} {unit}\s+ratio {NUMBER}',
-            found[0])
-        assert match, found[0]
-        if unit == 'img/s':  # throughput lines name the batch they ran
-            assert ' b2 ' in found[0], found[0]
-        ours, theirs, ratio = map(float, match.groups())
-        assert ours > 0 and theirs > 0 and ratio > 0, found[0]
-        # the ratio is one ABBA block's time ratio theirs / ours: near the
-        # ratio of the medians
-        assert 0.5 < ratio / (ours / theirs if unit == 'img/s' else
-                              theirs / ours) < 2, found[0]
+                   *TINY, '--train', '--json', str(tmp_path / 'r.json'))
+    assert out.returncode == 0, explain(out)
+    assert 'each model alone in its own process' in out.stdout.splitlines()[0]
+    for what in ('forward', 'train'):
+        batch, ours, theirs, ratio, lo, hi = result_line(
+            out.stdout, what, 'cpvt-tiny', 'deit-tiny@mmpretrain')
+        assert batch == 2 and ours > 0 and theirs > 0
+        # two runs of each, one ABBA block: its ratio of summed times is
+        # the ratio of the mean (here: median) times, and the interval of
+        # one block is that block
+        assert ratio == pytest.approx(ours / theirs, rel=0.01), out.stdout
+        assert lo == hi == ratio
+    with open(tmp_path / 'r.json') as f:
+        results = json.load(f)
+    assert [r['what'] for r in results] == ['forward', 'train']
+    for r in results:
+        assert (r['ours'], r['theirs'], r['size'], r['batch']) == (
+            'cpvt-tiny', 'deit-tiny@mmpretrain', 64, 2)
+        assert not (r['in_process'] or r['compiled'] or r['target'])
+        assert len(r['ours_s']) == len(r['theirs_s']) == 2
+        assert r['ratio'] == pytest.approx(
+            sum(r['theirs_s']) / sum(r['ours_s']))
+        assert r['ours_faults'] >= 0 and r['theirs_faults'] >= 0
 
 
-def test_benchmark_cli_reports_page_faults_and_retains_memory():
-    # six rounds: the page-fault figure is a median over calls, and one
-    # call may still fault in a page for Python's own objects
-    out = run_tool('benchmark', '--pairs', 'cpvt-tiny:cpvt-tiny-nopeg',
-                   '--sizes', '64', '--batch', '2', '--rounds', '6',
-                   '--warmup', '2', '--threads', '1', '--malloc', 'retain',
-                   '--profile', '1')
-    assert out.returncode == 0, out.stderr
-    for name in ('cpvt-tiny', 'cpvt-tiny-nopeg'):  # the operator tables
-        assert re.search(rf'profile {name}, 64px b2, 1 forwards, '
-                         rf'{NUMBER} page faults per forward', out.stdout)
+def test_benchmark_cli_in_process_a_a_latency_profile(benchmark, tmp_path):
+    out = run_tool('benchmark', '--in-process', '--pairs',
+                   'cpvt-tiny:cpvt-tiny', *TINY, '--runs', '4', '--latency',
+                   '--profile', '1', '--malloc', 'retain', '--json',
+                   str(tmp_path / 'r.json'))
+    assert out.returncode == 0, explain(out)
+    header = out.stdout.splitlines()[0]
+    assert 'in this one process' in header and 'malloc retain' in header
+    batch, ours, theirs, ratio, lo, hi = result_line(
+        out.stdout, 'forward', 'cpvt-tiny', 'cpvt-tiny')
+    assert batch == 2 and lo <= ratio <= hi
+    batch, ours, theirs, ratio, lo, hi = result_line(
+        out.stdout, 'latency', 'cpvt-tiny', 'cpvt-tiny', unit='ms')
+    assert batch == 1 and ours > 0 and theirs > 0 and lo <= ratio <= hi
+    with open(tmp_path / 'r.json') as f:
+        results = json.load(f)
+    assert [(r['what'], r['batch'], r['in_process']) for r in results] == [
+        ('forward', 2, True), ('latency', 1, True)]
+    # the process restarted itself with glibc's variables set
+    for r in results:
+        assert r['malloc'].items() >= benchmark.RETAIN_MALLOC.items()
+        assert len(r['ours_s']) == 4
+    # the operator tables of both sides, from their own processes
+    assert len(re.findall(rf'profile cpvt-tiny, 64px b2, 1 forwards, '
+                          rf'{NUMBER} page faults per forward',
+                          out.stdout)) == 2, out.stdout
     tables = out.stdout.split('\nprofile ')[1:]
     assert len(tables) == 2, out.stdout
     for table in tables:  # rows per operator and input shapes
         assert 'Input Shapes' in table and 'aten::addmm' in table, table
         assert '[[192], [34, 768], [768, 192]' in table, table  # fc2, b2
-    assert 'malloc retain' in out.stdout.splitlines()[0], out.stdout
-    match = re.search(rf'ratio {NUMBER} \[{NUMBER}, {NUMBER}\]\s+\(page '
-                      rf'faults/call {NUMBER} vs {NUMBER}\)', out.stdout)
-    assert match, out.stdout
-    # with freed memory retained, a warmed-up forward faults nothing in
-    ratio, lo, hi, faults_ours, faults_theirs = map(float, match.groups())
-    assert lo <= ratio <= hi, out.stdout
-    assert faults_ours == 0 and faults_theirs == 0, out.stdout
 
 
 def test_benchmark_cli_memory():
     out = run_tool('benchmark', '--memory', 'cpvt-tiny', '--sizes', '64',
                    '--batch', '2', '--threads', '1')
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 0, explain(out)
     match = re.search(rf'memory\s+cpvt-tiny\s+64px\s+peak\s+{NUMBER} MiB',
                       out.stdout)
     assert match, out.stdout
@@ -184,7 +216,8 @@ def test_benchmark_cli_memory():
 
 @pytest.mark.parametrize('flag', [
     ['--pairs', 'nosuchmodel:deit-tiny@mmpretrain'],
-    ['--memory', 'nosuchmodel']])
+    ['--memory', 'nosuchmodel'],
+    ['--compile', 'nosuchmodel']])
 def test_benchmark_unknown_model(flag):
     out = run_tool('benchmark', *flag)
     assert out.returncode != 0
@@ -193,17 +226,102 @@ def test_benchmark_unknown_model(flag):
     assert 'img/s' not in out.stdout and 'MiB' not in out.stdout
 
 
-def bench_args(**kwargs):
-    args = dict(device='cpu', bf16=False, compile=False, with_cp=False,
-                batch=2, warmup=1, rounds=4)
-    args.update(kwargs)
-    return argparse.Namespace(**args)
-
-
 @pytest.fixture(scope='module')
 def benchmark():
     import mmcpvt  # noqa: F401
     return load_tool('benchmark')
+
+
+def test_benchmark_targets_file(benchmark, tmp_path, capsys):
+    targets = benchmark.load_targets()
+    assert targets
+    for t in targets:
+        assert t.ours in benchmark.MODELS and t.theirs in benchmark.MODELS, t
+        assert t.what in ('forward', 'train') and t.size > 0, t
+        assert t.ratio is None or t.ratio > 0, t
+    # an A:A pair without a target: the noise of the measurement
+    assert any(t.ours == t.theirs and t.ratio is None for t in targets)
+    # the default run measures exactly these; detectors at their batch
+    jobs = benchmark.plan(benchmark.parse_args([]))
+    assert [(j.ours.model, j.theirs.model, j.what, j.ours.size, j.target)
+            for j in jobs] == [(t.ours, t.theirs, t.what, t.size, t.ratio)
+                               for t in targets]
+    for j in jobs:
+        assert j.ours.batch == j.theirs.batch == (
+            2 if benchmark.is_detector(j.ours.model) else 16), j
+    # a file naming an unknown model is refused, saying where
+    bad = tmp_path / 'targets.yml'
+    bad.write_text('- {ours: cpvt-tiny, theirs: nosuchmodel, what: forward, '
+                   'size: 224, ratio: 1.0}\n')
+    with pytest.raises(SystemExit):
+        benchmark.parse_args(['--targets', str(bad)])
+    assert f"unknown model 'nosuchmodel' in {bad}" in capsys.readouterr().err
+
+
+def test_benchmark_compile_pairs_inductor_with_eager(benchmark):
+    jobs = benchmark.plan(benchmark.parse_args(['--compile', '--sizes', '64']))
+    # the issue's models by default, each compiled against itself eager
+    assert [j.ours.model for j in jobs] == [
+        'cpvt-tiny', 'pvt-tiny-peg', 'swin-tiny-peg']
+    for j in jobs:
+        assert j.ours.compile and not j.theirs.compile
+        assert j.ours == dataclasses.replace(j.theirs, compile=True)
+        assert (j.what, j.ours.size) == ('forward', 64)
+    jobs = benchmark.plan(benchmark.parse_args(
+        ['--compile', 'cpvt-tiny', '--train', '--latency']))
+    assert [(j.what, j.ours.what, j.ours.batch, j.ours.compile)
+            for j in jobs] == [('forward', 'forward', 16, True),
+                               ('train', 'train', 16, True),
+                               ('latency', 'forward', 1, True)]
+    with pytest.raises(SystemExit):  # detectors are not compiled
+        benchmark.parse_args(['--compile', 'retinanet-pvt-tiny-peg'])
+
+
+def test_benchmark_child_gets_its_settings(benchmark):
+    Settings = benchmark.Settings
+    s = Settings('cpvt-tiny', what='train', size=64, batch=2, threads=1,
+                 warmup=1, iters=2)
+    assert Settings.from_json(s.to_json()) == s
+    with pytest.raises(TypeError):  # nothing else is accepted
+        Settings.from_json('{"model": "cpvt-tiny", "rounds": 3}')
+    # the child parses what it got with the same dataclass, says what it
+    # ran and under which allocator settings
+    out = benchmark.run_child(s, benchmark.child_env('retain'))
+    assert Settings(**out['settings']) == s
+    assert out['seconds'] > 0 and out['faults'] >= 0
+    assert out['malloc'].items() >= benchmark.RETAIN_MALLOC.items()
+
+
+REALLOCATE = r'''
+import resource, torch
+faults = []
+for _ in range(8):
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    # MiB-sized tensors alive at once, then all freed, as in a forward
+    ts = [torch.ones(2**20 + 4096 * j) for j in range(6)]
+    del ts
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+print(sorted(faults[2:])[3])  # upper median of the last 6 calls
+'''
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != 'glibc', reason='glibc only')
+def test_benchmark_retain_reuses_freed_memory(benchmark):
+    def faults(env):
+        proc = subprocess.run([sys.executable, '-c', REALLOCATE], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return int(proc.stdout.split()[-1])
+
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith('MALLOC_')}
+    # glibc's starting thresholds (128 KiB), held fixed through the same
+    # variables: the freed memory goes back to the system and is faulted in
+    # again on every call; with the retain values it stays in the heap
+    fixed_defaults = dict(MALLOC_MMAP_THRESHOLD_='131072',
+                          MALLOC_TRIM_THRESHOLD_='131072')
+    assert faults(dict(env, **fixed_defaults)) > 1000
+    assert faults(dict(env, **benchmark.RETAIN_MALLOC)) == 0
 
 
 def test_every_benchmark_model_builds(benchmark):
@@ -218,59 +336,94 @@ def test_every_benchmark_model_builds(benchmark):
         return [m for m in built[name].modules()
                 if isinstance(m, ConditionalPositionEncoding)]
 
-    assert len(pegs('cpvt-tiny')) == 1 and pegs('cpvt-tiny')[0].fused
-    assert len(pegs('cpvt-tiny-p0-4-unfused')) == 5
-    assert not any(m.fused for m in pegs('cpvt-tiny-p0-4-unfused'))
+    assert len(pegs('cpvt-tiny')) == 1
+    assert len(pegs('cpvt-tiny-p0-4')) == 5
     assert not pegs('cpvt-tiny-nopeg')
     # the RetinaNet pairs differ in their backbones only
-    for ours, theirs in (('retinanet-pvt-tiny-peg', 'retinanet-pvt-tiny@mmdet'),
+    for ours, theirs in (('retinanet-pvt-tiny-peg',
+                          'retinanet-pvt-tiny@mmdet'),
                          ('retinanet-swin-tiny-peg',
                           'retinanet-swin-tiny@mmdet')):
+        assert benchmark.is_detector(ours) and benchmark.is_detector(theirs)
         assert pegs(ours) and not pegs(theirs)
         for part in ('neck', 'bbox_head'):
             assert (str(getattr(built[ours], part)) ==
                     str(getattr(built[theirs], part))), (ours, part)
     assert isinstance(built['retinanet-swin-tiny@mmdet'].backbone,
                       SwinTransformer)
+    assert not benchmark.is_detector('cpvt-tiny')
 
 
 def test_benchmark_runners_share_input(benchmark):
     # building a model draws random numbers; the input must not depend on it
-    args = bench_args()
-    ours = benchmark.Runner('cpvt-tiny', args, 64, 2)
-    theirs = benchmark.Runner('deit-tiny@mmpretrain', args, 64, 2)
+    ours = benchmark.Runner(benchmark.Settings('cpvt-tiny', size=64, batch=2))
+    theirs = benchmark.Runner(benchmark.Settings('deit-tiny@mmpretrain',
+                                                 size=64, batch=2))
     assert ours.data.shape == (2, 3, 64, 64)
     assert torch.equal(ours.data, theirs.data)
 
 
-def test_benchmark_compare_interleaves(benchmark, monkeypatch):
+SECONDS = {'small': [1., 3., 2., 9.], 'wide': [5., 4., 6., 0.]}
+
+
+def check_abba(result, calls):
+    # runs alternate ab ba ab ba
+    assert calls == ['small', 'wide', 'wide', 'small', 'small', 'wide',
+                     'wide', 'small']
+    assert result.ours_s == SECONDS['small']
+    assert result.theirs_s == SECONDS['wide']
+    # medians over runs; the median of the ABBA block ratios wide / small:
+    # (5 + 4) / (1 + 3) and (6 + 0) / (2 + 9), and their spread (min, max)
+    assert (result.ours_img_s, result.theirs_img_s) == (2 / 2.5, 2 / 4.5)
+    assert result.ratio == pytest.approx((9 / 4 + 6 / 11) / 2)
+    assert result.ci95 == pytest.approx((6 / 11, 9 / 4))
+    assert (result.ours_faults, result.theirs_faults) == (15, 15)
+
+
+def test_benchmark_compare_runs_processes_abba(benchmark, monkeypatch):
+    calls = []
+
+    def run_child(s, env=None):
+        calls.append(s.model)
+        n = calls.count(s.model) - 1
+        return dict(seconds=SECONDS[s.model][n], faults=10 * n, malloc={})
+
+    monkeypatch.setattr(benchmark, 'run_child', run_child)
+    job = benchmark.Job(benchmark.Settings('small', batch=2),
+                        benchmark.Settings('wide', batch=2), 'train')
+    check_abba(benchmark.compare(job, runs=4), calls)
+
+
+def test_benchmark_compare_in_process_abba(benchmark, monkeypatch):
     # two models that draw different amounts of random numbers when built
     monkeypatch.setitem(benchmark.MODELS, 'small', lambda: nn.Conv2d(3, 4, 3))
     monkeypatch.setitem(benchmark.MODELS, 'wide', lambda: nn.Sequential(
-        nn.Linear(8, 8), nn.Conv2d(3, 16, 5)))
-    calls, inputs = [], {}
-    seconds = {'small': [1., 3., 2., 9.], 'wide': [5., 4., 6., 0.]}
+        nn.Conv2d(3, 8, 3), nn.Conv2d(8, 16, 5)))
+    calls, inputs, steps = [], {}, []
+    real_step = benchmark.Runner.step
 
-    def timed(self, what):
-        calls.append((self.name, what))
-        inputs.setdefault(self.name, self.data)
-        n = sum(name == self.name for name, _ in calls) - 2  # -1: warm-up
-        return seconds[self.name][n] if n >= 0 else 100.
+    def step(self):
+        steps.append(self.s.model)
+        return real_step(self)
 
-    monkeypatch.setattr(benchmark.Runner, 'timed', timed)
-    result = benchmark.compare('small', 'wide', 'train', 16, bench_args())
-    # warm-up of each, then rounds alternating the order: ab ba ab ba
-    assert [name for name, _ in calls] == [
-        'small', 'wide', 'small', 'wide', 'wide', 'small', 'small', 'wide',
-        'wide', 'small']
-    assert {what for _, what in calls} == {'train'}
+    def measure(self):
+        calls.append(self.s.model)
+        inputs.setdefault(self.s.model, self.data)
+        n = calls.count(self.s.model) - 1
+        return dict(seconds=SECONDS[self.s.model][n], faults=10 * n)
+
+    monkeypatch.setattr(benchmark.Runner, 'step', step)
+    monkeypatch.setattr(benchmark.Runner, 'measure', measure)
+    job = benchmark.Job(
+        benchmark.Settings('small', what='train', size=16, batch=2,
+                           warmup=1),
+        benchmark.Settings('wide', what='train', size=16, batch=2,
+                           warmup=1), 'train')
+    result = benchmark.compare(job, runs=4, in_process=True)
+    assert steps == ['small', 'wide']  # one warm-up step of each, first
     assert torch.equal(inputs['small'], inputs['wide'])
-    # medians over rounds, warm-up left out; then the median of the ABBA
-    # block ratios wide / small: (5 + 4) / (1 + 3) and (6 + 0) / (2 + 9)
-    assert result[:2] == (2.5, 4.5)
-    assert result[2] == pytest.approx((9 / 4 + 6 / 11) / 2)
-    assert result[3] == pytest.approx((6 / 11, 9 / 4))  # spread: min, max
-    assert len(result[4]) == 2  # page faults per call of each
+    assert result.in_process
+    check_abba(result, calls)
 
 
 @pytest.mark.parametrize('n, lo, hi', [(5, 1, 5), (12, 3, 10), (20, 6, 15),

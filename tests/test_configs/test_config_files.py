@@ -9,8 +9,8 @@ import os.path as osp
 
 import pytest
 from mmengine.config import Config
+from tests.utils import ROOT
 
-ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIG_DIR = osp.join(ROOT, 'configs')
 FILES = sorted(
     glob.glob(osp.join(CONFIG_DIR, '**', '*.py'), recursive=True))

@@ -23,8 +23,8 @@ from mmengine.logging import MMLogger
 from mmengine.optim import build_optim_wrapper
 from mmengine.registry import init_default_scope
 from mmengine.utils import import_modules_from_strings
+from tests.utils import ROOT, n_params
 
-ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 
 def _is_dense(path):
@@ -99,7 +99,7 @@ def test_model_forward(path):
     model = _build(cfg).eval()
     key = _paper_key(path)
     if key in PAPER_PARAMS_M:
-        params = sum(p.numel() for p in model.parameters())
+        params = n_params(model)
         assert round(params / 1e6) == PAPER_PARAMS_M[key], (
             f'{path}: {params / 1e6:.2f} M parameters, the paper has '
             f'{PAPER_PARAMS_M[key]} M')

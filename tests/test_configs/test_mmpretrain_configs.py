@@ -25,8 +25,8 @@ from mmpretrain.registry import MODELS, TRANSFORMS
 from mmpretrain.structures import DataSample
 
 import mmcpvt  # noqa: F401  (registers CPVT and the PEG)
+from tests.utils import ROOT, n_params
 
-ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 CONFIGS = sorted(
     glob.glob(osp.join(ROOT, 'configs', 'cpvt', '*.py')) +
     glob.glob(osp.join(ROOT, 'configs', 'ablations', '*.py')) +
@@ -260,7 +260,7 @@ def test_training_loss_through_preprocessor_and_batch_augments(model):
 
 
 def test_parameter_count(cfg, model):
-    assert sum(p.numel() for p in model.parameters()) == PARAMS[_name(cfg)]
+    assert n_params(model) == PARAMS[_name(cfg)]
 
 
 def test_optimizer_and_no_decay_groups(cfg, model):

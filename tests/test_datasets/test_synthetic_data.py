@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+from tests.utils import ROOT
+
 sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
 from make_ade20k import make_ade20k  # noqa: E402
 from make_coco import COCO_CATEGORIES, coco_classes, make_coco  # noqa: E402

@@ -22,7 +22,7 @@ import torch
 import torch.nn as nn
 
 from tests import utils
-from tests.utils import ROOT, explain
+from tests.utils import ROOT, explain, n_params
 
 TOOLS = osp.join(ROOT, 'tools', 'analysis_tools')
 
@@ -330,7 +330,7 @@ def test_every_benchmark_model_builds(benchmark):
     from mmcpvt.models.layers import ConditionalPositionEncoding
     built = {name: build() for name, build in benchmark.MODELS.items()}
     for name, model in built.items():
-        assert sum(p.numel() for p in model.parameters()) > 1e6, name
+        assert n_params(model) > 1e6, name
 
     def pegs(name):
         return [m for m in built[name].modules()

@@ -18,9 +18,9 @@ from mmengine.registry import init_default_scope
 import mmcpvt  # noqa: F401
 from mmcpvt.utils.convert import (convert_deit, convert_swin, convert_twins,
                                   detect_family)
+from tests.utils import ROOT
 
-ROOT = Path(__file__).parents[2]
-sys.path.insert(0, str(ROOT / 'tools' / 'model_converters'))
+sys.path.insert(0, str(Path(ROOT) / 'tools' / 'model_converters'))
 from convert_cli import cli  # noqa: E402
 
 
@@ -131,13 +131,9 @@ def test_official_swin_layout_maps_patch_merging_to_the_same_place():
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-@pytest.mark.parametrize('wrapped', [False, True])
-def test_official_files_load_through_init_cfg(tmp_path, wrapped):
-    """Release files hold {'model': state_dict}; timm's hold the dict."""
-    ref = timm_model('twins_pcpvt_small')
-    path = tmp_path / 'pcpvt_small.pth'
-    torch.save({'model': ref.state_dict()} if wrapped else ref.state_dict(),
-               path)
+def assert_init_cfg_loads_twins(path, ref):
+    """PVTPEG-S with init_cfg Pretrained on ``path`` holds the converted
+    weights of the timm model ``ref``."""
     from mmcpvt.registry import MODELS
     model = MODELS.build(
         dict(type='PVTPEG', arch='small', out_type='avg_featmap',
@@ -146,6 +142,16 @@ def test_official_files_load_through_init_cfg(tmp_path, wrapped):
     expected, _ = convert_twins(ref.state_dict(), with_head=False)
     state = model.state_dict()
     assert all(torch.equal(state[k], v) for k, v in expected.items())
+
+
+@pytest.mark.parametrize('wrapped', [False, True])
+def test_official_files_load_through_init_cfg(tmp_path, wrapped):
+    """Release files hold {'model': state_dict}; timm's hold the dict."""
+    ref = timm_model('twins_pcpvt_small')
+    path = tmp_path / 'pcpvt_small.pth'
+    torch.save({'model': ref.state_dict()} if wrapped else ref.state_dict(),
+               path)
+    assert_init_cfg_loads_twins(path, ref)
 
 
 @pytest.mark.parametrize('convert, wrong, tool', [
@@ -190,14 +196,7 @@ def test_safetensors_converts_and_loads_through_init_cfg(tmp_path):
                            out_type='avg_featmap'), 512)
     ours.load_state_dict(torch.load(dst, weights_only=True)['state_dict'],
                          strict=True)
-    from mmcpvt.registry import MODELS
-    model = MODELS.build(
-        dict(type='PVTPEG', arch='small', out_type='avg_featmap',
-             init_cfg=dict(type='Pretrained', checkpoint=str(src))))
-    model.init_weights()
-    expected, _ = convert_twins(ref.state_dict(), with_head=False)
-    state = model.state_dict()
-    assert all(torch.equal(state[k], v) for k, v in expected.items())
+    assert_init_cfg_loads_twins(src, ref)
 
 
 def write_zip(path, member):

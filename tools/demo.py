@@ -1,37 +1,34 @@
 """The mmcpvt demo (``make demo``): train and evaluate on built-in data.
 
-``--task det`` (the default; object detection, mmdet), the user's main job:
+One flow runs every task of :data:`TASKS`:
 
-1. generates a small synthetic set in the COCO 2017 layout
-   (tools/dataset_converters/make_coco.py) into ``data/demo_coco``, unless
-   the same set is already there;
-2. evaluates the detector as initialised (the baseline to beat);
-3. trains RetinaNet with the PVT-tiny + PEG backbone from
-   ``configs/demo/retinanet_pvt-t-peg_demo_coco.py`` (which inherits
-   ``configs/retinanet_pvt_tiny_peg_1x_coco.py`` and changes data root,
-   classes, image scale, schedule and the ImageNet checkpoint, none here);
-4. evaluates COCO bbox mAP with pycocotools at the training resolution and
-   at 1.5x, never seen in training, and draws predictions into a PNG;
-5. prints where everything went. The exit status is non-zero if a step
-   failed or the trained detector does not beat the untrained one.
-
-``--task cls`` (image classification, mmpretrain):
-
-1. generates a small synthetic set in the ImageNet-1k layout
-   (tools/dataset_converters/make_imagenet.py) into ``data/demo_imagenet``,
-   unless the same set is already there;
-2. trains CPVT-GAP (PEGs after encoders 0-4, shrunk to run on the CPU) from
-   ``configs/demo/cpvt-tiny-gap_demo_imagenet.py`` with ``tools/train.py``;
-3. tests the last checkpoint with ``tools/test.py`` at the training
+1. generate a small synthetic set in the real on-disk layout
+   (``tools/dataset_converters/``), unless the same set is already there;
+2. evaluate the model as initialised, where the task compares against it
+   (the baseline to beat);
+3. train with ``tools/train.py`` on the task's demo config, printing the
+   iteration and the time left;
+4. test the last checkpoint with ``tools/test.py`` at the training
    resolution and at larger ones never seen in training: the conditional
    position encoding has no table tied to the training size, so the same
    weights apply to any input size;
-4. prints where everything went and the accuracies. The exit status is
-   non-zero if any step failed.
+5. print where everything went and the metrics. The exit status is non-zero
+   if a step failed or the trained model does not beat the untrained one.
+
+``--task det`` (the default; object detection, mmdet) is the user's main
+job: RetinaNet with the PVT-tiny + PEG backbone from
+``configs/demo/retinanet_pvt-t-peg_demo_coco.py`` (which inherits
+``configs/retinanet_pvt_tiny_peg_1x_coco.py``) on a COCO-layout set, COCO
+bbox mAP with pycocotools, and a PNG of the predictions at the larger size.
+
+``--task cls`` (image classification, mmpretrain): CPVT-GAP (PEGs after
+encoders 0-4, shrunk to run on the CPU) from
+``configs/demo/cpvt-tiny-gap_demo_imagenet.py`` on an ImageNet-layout set,
+top-1 and top-5 accuracy.
 
 The full output of each step is kept in the work directory
-(``demo_train.out``, ``demo_test_<size>.out``); only progress lines are
-echoed.
+(``demo_train.out``, ``demo_test_<model>_<size>.out``); only progress lines
+are echoed.
 """
 import argparse
 import glob
@@ -43,81 +40,26 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Tuple
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 sys.path.insert(0, osp.join(REPO, 'tools', 'dataset_converters'))
 import make_coco  # noqa: E402
-from make_imagenet import (generator_id, make_imagenet,  # noqa: E402
-                           read_info)
-
-CLS_CONFIG = 'configs/demo/cpvt-tiny-gap_demo_imagenet.py'
-# Images per class; the classes, image size, data root and schedule are
-# those of the config.
-CLS_DATA = dict(train_per_class=100, val_per_class=25, seed=0)
-# --quick: fewer images and epochs, about a minute in all.
-QUICK = dict(train_per_class=60, max_epochs=10)
-
-# Lines of the runner's log worth echoing while a step runs.
-ECHO = re.compile(r'Epoch\((train|val|test)\)|Error|error:|Traceback')
+import make_imagenet  # noqa: E402
 
 
-def run_step(name: str, cmd: list, log_file: str, echo: bool = True,
-             threads: str = '1') -> int:
-    """Run ``cmd`` from the repository root; keep its output in
-    ``log_file``, echo progress lines, and print the tail on failure."""
-    print(f'[demo] {name}: {" ".join(cmd)}', flush=True)
-    os.makedirs(osp.dirname(log_file), exist_ok=True)
-    # One intra-op thread by default: the classification demo's model is
-    # small, and two threads on a 2-core machine that is doing anything
-    # else run 5-10x slower (measured). The detector passes threads=None
-    # (all cores: its layers are large enough to use them).
-    env = dict(os.environ)
-    if threads is not None:
-        env.setdefault('OMP_NUM_THREADS', threads)
-    tail = []
-    with open(log_file, 'w') as log, subprocess.Popen(
-            cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True, bufsize=1) as proc:
-        for line in proc.stdout:
-            log.write(line)
-            tail = (tail + [line])[-40:]
-            if echo and ECHO.search(line):
-                print('    ' + line.rstrip()[-160:], flush=True)
-    if proc.returncode != 0:
-        print(f'[demo] {name} FAILED (exit {proc.returncode}); last lines '
-              f'of {log_file}:', file=sys.stderr)
-        sys.stderr.write(''.join(tail))
-    return proc.returncode
+def det_test_size(cfg, size: int) -> List[str]:
+    """--cfg-options that resize the detector's test images to fit in
+    ``size`` x ``size`` (aspect ratio kept, as the config does)."""
+    types = [t['type'] for t in cfg.test_dataloader.dataset.pipeline]
+    return [f'test_dataloader.dataset.pipeline.{types.index("Resize")}'
+            f'.scale=({size},{size})']
 
 
-def ensure_data(data_root: str, spec: dict, make=make_imagenet,
-                read=read_info, generator=generator_id) -> str:
-    """Generate the data set unless the same one is already there (made by
-    ``make`` with the same ``spec``, and by the same ``generator`` code if
-    the generator records one)."""
-    info = read(data_root)
-    wanted = dict(spec, generator=generator()) if generator else spec
-    if info is not None and all(info.get(k) == v for k, v in wanted.items()):
-        print(f'[demo] data: reusing {data_root} ({info["num_train"]} train '
-              f'/ {info["num_val"]} val images)')
-        return 'reused'
-    t = time.time()
-    info = make(data_root, overwrite=info is not None, **spec)
-    print(f'[demo] data: wrote {info["num_train"]} train / {info["num_val"]} '
-          f'val images of {info["num_classes"]} classes to {data_root} '
-          f'({time.time() - t:.0f} s)')
-    return 'generated'
-
-
-def load_config(config: str):
-    from mmengine.config import Config
-    return Config.fromfile(
-        osp.join(REPO, config), import_custom_modules=False)
-
-
-def resize_options(cfg, size: int) -> list:
-    """--cfg-options that set the test pipeline's resize and crop to
-    ``size`` (keeping the config's resize/crop ratio)."""
+def cls_test_size(cfg, size: int) -> List[str]:
+    """--cfg-options that set the classifier's test resize and centre crop
+    to ``size`` (keeping the config's resize/crop ratio)."""
     pipeline = cfg.test_dataloader.dataset.pipeline
     types = [t['type'] for t in pipeline]
     resize, crop = types.index('ResizeEdge'), types.index('CenterCrop')
@@ -129,111 +71,232 @@ def resize_options(cfg, size: int) -> list:
     ]
 
 
-def train_log(work_dir: str):
-    """The runner's text log of the training run in ``work_dir``."""
-    # <work_dir>/<timestamp>/<timestamp>.log; the tests log one level deeper
-    logs = glob.glob(osp.join(work_dir, '[0-9]*_[0-9]*', '*.log'))
-    return max(logs, key=osp.getmtime) if logs else None
+def det_data_options(cfg, data_root: str) -> List[str]:
+    ann = f'{data_root}/annotations/instances_val2017.json'
+    return [
+        f'{loader}.dataset.data_root={data_root}/'
+        for loader in ('train_dataloader', 'val_dataloader',
+                       'test_dataloader')
+    ] + [f'val_evaluator.ann_file={ann}', f'test_evaluator.ann_file={ann}',
+         # mAP over every detection: an untrained model scores nothing
+         # above the default 0.05, and an empty result has no mAP at all.
+         'model.test_cfg.score_thr=0.0']
 
 
-def run_cls(args) -> int:
-    config = CLS_CONFIG
-    cfg = load_config(config)
-    train_size = cfg.img_size
-    max_epochs = QUICK['max_epochs'] if args.quick else cfg.max_epochs
-    spec = dict(CLS_DATA, num_classes=cfg.num_classes, size=train_size)
-    if args.quick:
-        spec['train_per_class'] = QUICK['train_per_class']
-    data_root = args.data_root or (cfg.data_root + '_quick'
-                                   if args.quick else cfg.data_root)
-    test_sizes = args.test_sizes or [
-        train_size, train_size * 3 // 2, train_size * 2]
-    work_dir = args.work_dir or ('work_dirs/demo_cls_quick'
-                                 if args.quick else 'work_dirs/demo_cls')
-    data_abs, work_abs = osp.join(REPO, data_root), osp.join(REPO, work_dir)
-    t0 = time.time()
-    ensure_data(data_abs, spec)
-    if osp.isfile(osp.join(work_abs, 'demo_train.out')):
-        # a previous demo run: start afresh, so that the checkpoints listed
-        # at the end are this run's
-        shutil.rmtree(work_abs)
+def cls_data_options(cfg, data_root: str) -> List[str]:
+    return [
+        f'{loader}.dataset.data_root={data_root}'
+        for loader in ('train_dataloader', 'val_dataloader',
+                       'test_dataloader')
+    ]
 
-    options = [f'train_dataloader.dataset.data_root={data_root}',
-               f'val_dataloader.dataset.data_root={data_root}',
-               f'test_dataloader.dataset.data_root={data_root}']
-    train_options = list(options)
-    if args.quick:
-        train_options += [f'train_cfg.max_epochs={max_epochs}',
-                          'train_cfg.val_interval=2',
-                          'default_hooks.checkpoint.interval=2',
-                          f'param_scheduler.1.end={max_epochs}',
-                          'default_hooks.logger.interval=5']
-    py = sys.executable
+
+@dataclass(frozen=True)
+class Metric:
+    key: str  # as the evaluator names it
+    label: str
+    fmt: str  # format of the value
+
+
+@dataclass(frozen=True)
+class Task:
+    """One demo: what differs between tasks. :func:`run` does the rest."""
+    title: str
+    config: str  # relative to the repository
+    parent: str  # the config the demo config inherits
+    layout: str  # of the generated data set
+    make_data: Callable  # make_data(out, overwrite=..., **spec) -> info
+    read_data: Callable  # read_data(out) -> info of a set it made, or None
+    # The data set: the generator's arguments that are not in the config.
+    data: dict
+    # The data set's side, in pixels, and the number of classes.
+    train_size: Callable  # (cfg) -> int
+    num_classes: Callable  # (cfg) -> int
+    # --cfg-options that point the config at a data root, and that set the
+    # test resolution.
+    data_options: Callable  # (cfg, data_root) -> list
+    test_size_options: Callable  # (cfg, size) -> list
+    test_scales: Tuple[float, ...]  # test sizes, x the training size
+    metrics: Tuple[Metric, ...]  # the first one decides success
+    metrics_title: str
+    # Evaluate the initialised model first; the trained one must beat it.
+    baseline: bool
+    # --quick: changed data arguments and the number of epochs.
+    quick_data: dict
+    quick_epochs: int
+    # OMP_NUM_THREADS of the steps (None: all cores).
+    threads: Optional[str]
+    draw: bool = False  # draw predictions at the largest test size
+    # The generator's code version, compared with the one a set was made by.
+    generator_id: Optional[Callable] = None
+
+
+TASKS: Dict[str, Task] = {
+    'det': Task(
+        title='detection: RetinaNet, PVT-tiny + PEG backbone (mmdet)',
+        config='configs/demo/retinanet_pvt-t-peg_demo_coco.py',
+        parent='configs/retinanet_pvt_tiny_peg_1x_coco.py',
+        layout='COCO',
+        make_data=make_coco.make_coco,
+        read_data=make_coco.read_info,
+        # objects of 0.16-0.5 of the image side: at the config's 192 px,
+        # the sizes its anchors cover
+        data=dict(num_train=200, num_val=40, seed=0,
+                  object_scale=[0.15, 0.4]),
+        train_size=lambda cfg: cfg.scale[0],
+        num_classes=lambda cfg: len(cfg.classes),
+        data_options=det_data_options,
+        test_size_options=det_test_size,
+        test_scales=(1, 1.5),
+        metrics=(Metric('coco/bbox_mAP', 'mAP', '{:.3f}'),
+                 Metric('coco/bbox_mAP_50', 'mAP@50', '{:.3f}')),
+        metrics_title='COCO bbox mAP on the validation images '
+        '(pycocotools)',
+        baseline=True,
+        quick_data=dict(num_train=60),
+        quick_epochs=1,
+        threads=None,  # its layers are large enough to use every core
+        draw=True),
+    'cls': Task(
+        title='classification: CPVT-GAP (mmpretrain)',
+        config='configs/demo/cpvt-tiny-gap_demo_imagenet.py',
+        parent='configs/cpvt/cpvt-tiny-gap-p0-4_4xb256_in1k.py',
+        layout='ImageNet',
+        make_data=make_imagenet.make_imagenet,
+        read_data=make_imagenet.read_info,
+        data=dict(train_per_class=100, val_per_class=25, seed=0),
+        train_size=lambda cfg: cfg.img_size,
+        num_classes=lambda cfg: cfg.num_classes,
+        data_options=cls_data_options,
+        test_size_options=cls_test_size,
+        test_scales=(1, 1.5, 2),
+        metrics=(Metric('accuracy/top1', 'top1', '{:6.2f}%'),
+                 Metric('accuracy/top5', 'top5', '{:6.2f}%')),
+        metrics_title='accuracy on the validation images',
+        baseline=False,
+        quick_data=dict(train_per_class=60),
+        quick_epochs=10,
+        # The model is small: two threads on a 2-core machine that is doing
+        # anything else run it 5-10x slower than one.
+        threads='1',
+        generator_id=make_imagenet.generator_id),
+}
+
+# Lines of a step's output echoed as they are: errors.
+ECHO = re.compile(r'Error|error:|Traceback')
+TRAIN_LOG = re.compile(r'Epoch\(train\)\s*\[(\d+)\]\[\s*(\d+)/(\d+)\]')
+FIELD = re.compile(r'(?<![\w/])(time|loss): ([\d.]+)')
+# The validation results (its progress lines carry an eta, these do not).
+VAL_LOG = re.compile(r'Epoch\(val\)\s*\[(\d+)\]\[[\s\d/]+\](?!.*\beta: )')
+METRIC = re.compile(r'(\w+/\w+): (-?[\d.]+)')
+
+
+class TrainProgress:
+    """Turns the runner's ``Epoch(train) [e][i/n] ... time: t`` log lines
+    into ``iter k/N, ~M min left`` lines, about ``steps`` of them over the
+    run, and its validation results into one line each."""
+
+    def __init__(self, max_epochs: int, steps: int = 10):
+        self.max_epochs = max_epochs
+        self.steps = steps
+        self.next = 0
+
+    def __call__(self, line: str) -> Optional[str]:
+        m = VAL_LOG.search(line)
+        if m:
+            metrics = METRIC.findall(line[m.end():])[:3]
+            return f'[demo] train: validation after epoch {m.group(1)}: ' \
+                + ', '.join(f'{k} {float(v):.3f}' for k, v in metrics)
+        m = TRAIN_LOG.search(line)
+        if not m:
+            return None
+        epoch, i, n = map(int, m.groups())
+        done, total = (epoch - 1) * n + i, self.max_epochs * n
+        if done < self.next and done < total:
+            return None
+        self.next = done + max(total // self.steps, 1)
+        fields = dict(FIELD.findall(line))
+        text = f'[demo] train: iter {done}/{total} (epoch {epoch}/' \
+               f'{self.max_epochs})'
+        if 'loss' in fields:
+            text += f', loss {float(fields["loss"]):.3f}'
+        if 'time' in fields:
+            sec = float(fields['time'])
+            text += f', {sec:.2f} s/iter, ~{(total - done) * sec / 60:.1f} ' \
+                    'min left'
+        return text
+
+
+def run_step(name: str, cmd: list, log_file: str, threads: Optional[str],
+             progress: Optional[Callable] = None) -> int:
+    """Run ``cmd`` from the repository root; keep its output in
+    ``log_file``, echo what ``progress`` makes of its lines (errors as they
+    are), and print the tail on failure."""
+    print(f'[demo] {name}: {" ".join(cmd)}', flush=True)
+    os.makedirs(osp.dirname(log_file), exist_ok=True)
+    env = dict(os.environ)
+    if threads is not None:
+        env.setdefault('OMP_NUM_THREADS', threads)
+    tail = []
+    with open(log_file, 'w') as log, subprocess.Popen(
+            cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True, bufsize=1) as proc:
+        for line in proc.stdout:
+            log.write(line)
+            tail = (tail + [line])[-40:]
+            shown = progress(line) if progress else None
+            if shown:
+                print(shown, flush=True)
+            elif progress and ECHO.search(line):
+                print('    ' + line.rstrip()[-160:], flush=True)
+    if proc.returncode != 0:
+        print(f'[demo] {name} FAILED (exit {proc.returncode}); last lines '
+              f'of {log_file}:', file=sys.stderr)
+        sys.stderr.write(''.join(tail))
+    return proc.returncode
+
+
+def ensure_data(task: Task, path: str, spec: dict,
+                name: Optional[str] = None) -> dict:
+    """Generate the data set at ``path`` unless the same one is already
+    there (made with the same ``spec``, and by the same generator code where
+    the generator records its version). Returns its description."""
+    name = name or path
+    info = task.read_data(path)
+    wanted = dict(spec)
+    if task.generator_id:
+        wanted['generator'] = task.generator_id()
+    wanted = json.loads(json.dumps(wanted))  # as the marker stores it
+    if info is not None and all(info.get(k) == v for k, v in wanted.items()):
+        print(f'[demo] data: reusing {name} ({info["num_train"]} train '
+              f'/ {info["num_val"]} val images)', flush=True)
+        return info
     t = time.time()
-    rc = run_step('train', [
-        py, 'tools/train.py', config, '--work-dir', work_dir,
-        '--cfg-options', *train_options
-    ], osp.join(work_abs, 'demo_train.out'))
-    train_s = time.time() - t
-    if rc != 0:
-        return rc
-    ckpt = osp.join(work_abs, f'epoch_{max_epochs}.pth')
-    if not osp.isfile(ckpt):
-        print(f'[demo] training finished but {ckpt} is missing',
-              file=sys.stderr)
-        return 1
-
-    results = {}
-    for size in test_sizes:
-        out = osp.join(work_abs, f'demo_test_{size}.json')
-        rc = run_step(f'test at {size}x{size}', [
-            py, 'tools/test.py', config, osp.relpath(ckpt, REPO),
-            '--work-dir', osp.join(work_dir, f'test_{size}'),
-            '--out', osp.relpath(out, REPO), '--out-item', 'metrics',
-            '--cfg-options', *options, *resize_options(cfg, size)
-        ], osp.join(work_abs, f'demo_test_{size}.out'), echo=False)
-        if rc != 0:
-            return rc
-        with open(out) as f:
-            results[size] = json.load(f)
-
-    log = train_log(work_abs)
-    ckpts = sorted(f for f in os.listdir(work_abs) if f.endswith('.pth'))
-    print('\n[demo] classification demo done in '
-          f'{time.time() - t0:.0f} s (training {train_s:.0f} s)')
-    print(f'  data        {data_root}  (ImageNet layout, '
-          f'{spec["num_classes"]} classes, {spec["train_per_class"]} train '
-          f'+ {spec["val_per_class"]} val images each, {train_size} px)')
-    print(f'  config      {config}')
-    print(f'  work dir    {work_dir}')
-    print(f'  checkpoints {", ".join(ckpts)}')
-    print(f'  train log   {osp.relpath(log, REPO) if log else "(none)"}')
-    print(f'  metrics     {work_dir}/demo_test_<size>.json')
-    print('  validation accuracy of ' + osp.relpath(ckpt, REPO) + ':')
-    for size, metrics in results.items():
-        note = ('training resolution' if size == train_size else
-                f'{size / train_size:.2g}x, never seen in training')
-        top = '  '.join(f'{k.split("/")[-1]} {v:6.2f}%'
-                        for k, v in sorted(metrics.items())
-                        if k.startswith('accuracy/'))
-        print(f'    {size:4d}x{size:<4d} {top}   ({note})')
-    return 0
+    info = task.make_data(path, overwrite=info is not None, **spec)
+    print(f'[demo] data: wrote {info["num_train"]} train / {info["num_val"]} '
+          f'val images of {info["num_classes"]} classes to {name} '
+          f'({time.time() - t:.0f} s)', flush=True)
+    return info
 
 
-DET_CONFIG = 'configs/demo/retinanet_pvt-t-peg_demo_coco.py'
-DET_DATA = dict(num_train=240, num_val=40, seed=0)
-DET_QUICK = dict(num_train=60, max_epochs=1)
+def load_config(config: str):
+    from mmengine.config import Config
+    return Config.fromfile(
+        osp.join(REPO, config), import_custom_modules=False)
 
 
 def save_untrained(config: str, path: str):
-    """The demo detector as initialised, before any training: the
-    baseline the trained one must beat."""
+    """The model of ``config`` as initialised, before any training."""
     import importlib
 
     import torch
     from mmengine.registry import init_default_scope
 
     import mmcpvt  # noqa: F401
+    from mmengine.logging import MMLogger
+
+    # the current logger, at WARNING: no table of every parameter's init
+    MMLogger.get_instance('mmcpvt_demo', log_level='WARNING')
     cfg = load_config(config)
     init_default_scope(cfg.default_scope)
     registry = importlib.import_module(f'{cfg.default_scope}.registry')
@@ -241,6 +304,29 @@ def save_untrained(config: str, path: str):
     model = registry.MODELS.build(cfg.model)
     model.init_weights()
     torch.save({'state_dict': model.state_dict(), 'meta': {}}, path)
+
+
+def data_spec(task: Task, cfg, quick: bool = False) -> dict:
+    """The generator's arguments for the data set of ``task``."""
+    spec = dict(task.data, num_classes=task.num_classes(cfg),
+                size=task.train_size(cfg))
+    if quick:
+        spec.update(task.quick_data)
+    return spec
+
+
+def schedule_options(cfg, max_epochs: int) -> List[str]:
+    """--cfg-options that shorten the config's schedule to ``max_epochs``:
+    validation and the checkpoint at its end, the epoch-based learning-rate
+    schedulers ending there."""
+    options = [f'train_cfg.max_epochs={max_epochs}',
+               f'train_cfg.val_interval={max_epochs}',
+               f'default_hooks.checkpoint.interval={max_epochs}']
+    for i, scheduler in enumerate(cfg.param_scheduler):
+        if scheduler.get('by_epoch', True) and \
+                scheduler.get('end', 0) >= cfg.train_cfg.max_epochs:
+            options.append(f'param_scheduler.{i}.end={max_epochs}')
+    return options
 
 
 def prediction_grid(show_dir: str, out_png: str, num: int = 6) -> bool:
@@ -265,125 +351,144 @@ def prediction_grid(show_dir: str, out_png: str, num: int = 6) -> bool:
     return True
 
 
-def run_det(args) -> int:
-    config = DET_CONFIG
-    cfg = load_config(config)
-    train_size = cfg.scale[0]
-    max_epochs = DET_QUICK['max_epochs'] if args.quick else cfg.max_epochs
-    spec = dict(DET_DATA, num_classes=len(cfg.classes), size=train_size)
-    if args.quick:
-        spec['num_train'] = DET_QUICK['num_train']
-    data_root = args.data_root or (cfg.data_root.rstrip('/') + '_quick'
-                                   if args.quick else
-                                   cfg.data_root.rstrip('/'))
-    test_sizes = args.test_sizes or [train_size, train_size * 3 // 2]
-    work_dir = args.work_dir or ('work_dirs/demo_det_quick'
-                                 if args.quick else 'work_dirs/demo_det')
-    data_abs, work_abs = osp.join(REPO, data_root), osp.join(REPO, work_dir)
-    t0 = time.time()
-    ensure_data(data_abs, spec, make_coco.make_coco, make_coco.read_info,
-                generator=None)
-    if osp.isdir(work_abs):
-        shutil.rmtree(work_abs)  # this run's checkpoints and logs only
-    os.makedirs(work_abs)
+def train_log(work_dir: str) -> Optional[str]:
+    """The runner's text log of the training run in ``work_dir``."""
+    logs = glob.glob(osp.join(work_dir, '[0-9]*_[0-9]*', '*.log'))
+    return max(logs, key=osp.getmtime) if logs else None
 
-    ann = f'{data_root}/annotations/instances_val2017.json'
-    options = [
-        f'{loader}.dataset.data_root={data_root}/'
-        for loader in ('train_dataloader', 'val_dataloader',
-                       'test_dataloader')
-    ] + [f'val_evaluator.ann_file={ann}', f'test_evaluator.ann_file={ann}',
-         # mAP over every detection: an untrained model scores nothing
-         # above the default 0.05, and an empty result has no mAP at all.
-         'model.test_cfg.score_thr=0.0']
+
+def run(task: Task, quick: bool, data_root: Optional[str], work_dir: str,
+        test_sizes: Optional[List[int]] = None) -> int:
+    """Generate data, evaluate the untrained model (where the task has a
+    baseline), train, test at each size and print a summary. Returns the
+    exit status."""
+    cfg = load_config(task.config)
+    train_size = task.train_size(cfg)
+    max_epochs = task.quick_epochs if quick else cfg.train_cfg.max_epochs
+    spec = data_spec(task, cfg, quick)
+    data_root = data_root or cfg.data_root.rstrip('/') + (
+        '_quick' if quick else '')
+    test_sizes = test_sizes or [round(train_size * s)
+                                for s in task.test_scales]
+    data_abs, work_abs = osp.join(REPO, data_root), osp.join(REPO, work_dir)
+    steps = 2 + task.baseline + len(test_sizes)
+    step = iter(range(1, steps + 1))
+
+    def phase(text):
+        print(f'[demo] ({next(step)}/{steps}) {text}', flush=True)
+
+    t0 = time.time()
+    print(f'[demo] {task.title}\n[demo] config {task.config}, work dir '
+          f'{work_dir}', flush=True)
+    phase(f'data: {data_root}')
+    info = ensure_data(task, data_abs, spec, data_root)
+    if glob.glob(osp.join(work_abs, 'demo_*.out')):
+        # a previous demo run: start afresh, so that the checkpoints and
+        # logs listed at the end are this run's
+        shutil.rmtree(work_abs)
+    os.makedirs(work_abs, exist_ok=True)
+
+    options = task.data_options(cfg, data_root)
     py = sys.executable
 
-    def test(name, ckpt, size, show_dir=None):
-        out = osp.join(work_dir, f'demo_test_{name}_{size}.json')
-        cmd = [py, 'tools/test.py', config, ckpt, '--work-dir',
-               osp.join(work_dir, f'test_{name}_{size}'), '--out', out,
+    def test(model, ckpt, size, draw=False):
+        out = osp.join(work_dir, f'demo_test_{model}_{size}.json')
+        cmd = [py, 'tools/test.py', task.config, ckpt, '--work-dir',
+               osp.join(work_dir, f'test_{model}_{size}'), '--out', out,
                '--out-item', 'metrics']
-        if show_dir:
-            cmd += ['--show-dir', show_dir]
+        if draw:
+            cmd += ['--show-dir', 'predictions']
         cmd += ['--cfg-options', *options,
-                f'test_dataloader.dataset.pipeline.1.scale=({size},{size})']
-        rc = run_step(f'test {name} model at {size}x{size}', cmd,
-                      osp.join(work_abs, f'demo_test_{name}_{size}.out'),
-                      echo=False, threads=None)
+                *task.test_size_options(cfg, size)]
+        t = time.time()
+        phase(f'test the {model} model at {size}x{size}')
+        rc = run_step(f'test {model} at {size}', cmd,
+                      osp.join(work_abs, f'demo_test_{model}_{size}.out'),
+                      task.threads)
         if rc:
             return None
         with open(osp.join(REPO, out)) as f:
-            return json.load(f)
+            metrics = json.load(f)
+        print(f'[demo] {model}, {size}x{size}: {scores(metrics)} '
+              f'({time.time() - t:.0f} s)', flush=True)
+        return metrics
 
-    untrained = osp.join(work_dir, 'untrained.pth')
-    save_untrained(config, osp.join(REPO, untrained))
-    before = test('untrained', untrained, train_size)
-    if before is None:
-        return 1
+    def scores(metrics):
+        return '  '.join(f'{m.label} {m.fmt.format(metrics[m.key])}'
+                         for m in task.metrics)
 
-    train_options = list(options)
-    if args.quick:
-        train_options += [f'train_cfg.max_epochs={max_epochs}',
-                          f'train_cfg.val_interval={max_epochs}',
-                          f'default_hooks.checkpoint.interval={max_epochs}',
-                          f'param_scheduler.1.end={max_epochs}']
+    before = None
+    if task.baseline:
+        untrained = osp.join(work_dir, 'untrained.pth')
+        save_untrained(task.config, osp.join(REPO, untrained))
+        before = test('untrained', untrained, train_size)
+        if before is None:
+            return 1
+
+    train_options = options
+    if max_epochs != cfg.train_cfg.max_epochs:
+        train_options = options + schedule_options(cfg, max_epochs)
+    phase(f'train for {max_epochs} epoch{"s" if max_epochs > 1 else ""} '
+          f'(log: {work_dir}/demo_train.out)')
     t = time.time()
     rc = run_step('train', [
-        py, 'tools/train.py', config, '--work-dir', work_dir,
+        py, 'tools/train.py', task.config, '--work-dir', work_dir,
         '--cfg-options', *train_options
-    ], osp.join(work_abs, 'demo_train.out'), threads=None)
+    ], osp.join(work_abs, 'demo_train.out'), task.threads,
+        progress=TrainProgress(max_epochs))
     train_s = time.time() - t
-    ckpt = osp.join(work_dir, f'epoch_{max_epochs}.pth')
     if rc != 0:
         return rc
+    ckpt = osp.join(work_dir, f'epoch_{max_epochs}.pth')
     if not osp.isfile(osp.join(REPO, ckpt)):
         print(f'[demo] training finished but {ckpt} is missing',
               file=sys.stderr)
         return 1
+    print(f'[demo] train: done in {train_s:.0f} s', flush=True)
 
     results = {}
     for size in test_sizes:
-        show = 'predictions' if size != train_size else None
-        results[size] = test('trained', ckpt, size, show)
+        draw = task.draw and size == test_sizes[-1]
+        results[size] = test('trained', ckpt, size, draw)
         if results[size] is None:
             return 1
     png = osp.join(work_dir, 'predictions.png')
-    drawn = prediction_grid(work_abs, osp.join(REPO, png))
+    drawn = task.draw and prediction_grid(work_abs, osp.join(REPO, png))
 
     log = train_log(work_abs)
-    print('\n[demo] detection demo done in '
-          f'{time.time() - t0:.0f} s (training {train_s:.0f} s)')
-    print(f'  data        {data_root}  (COCO layout, classes '
-          f'{", ".join(cfg.classes)}; {spec["num_train"]} train / '
-          f'{spec["num_val"]} val images around {train_size} px)')
-    print(f'  config      {config}  (inherits '
-          'configs/retinanet_pvt_tiny_peg_1x_coco.py)')
+    ckpts = sorted(f for f in os.listdir(work_abs) if f.endswith('.pth'))
+    print(f'\n[demo] done in {time.time() - t0:.0f} s (training '
+          f'{train_s:.0f} s)')
+    print(f'  data        {data_root}  ({task.layout} layout, '
+          f'{info["num_classes"]} classes, {info["num_train"]} train / '
+          f'{info["num_val"]} val images, {train_size} px)')
+    print(f'  config      {task.config}  (inherits {task.parent})')
     print(f'  work dir    {work_dir}')
-    print(f'  checkpoint  {ckpt}  (untrained baseline: {untrained})')
+    print(f'  checkpoints {", ".join(ckpts)}')
     print(f'  train log   {osp.relpath(log, REPO) if log else "(none)"}')
     print(f'  metrics     {work_dir}/demo_test_<model>_<size>.json')
     if drawn:
         print(f'  predictions {png}  (ground truth left, predictions '
               f'right, at {test_sizes[-1]} px)')
-    print('  COCO bbox mAP on the validation images (pycocotools):')
+    print(f'  {task.metrics_title}:')
 
-    def row(label, m, note):
-        print(f'    {label:28s} mAP {m["coco/bbox_mAP"]:.3f}  mAP@50 '
-              f'{m["coco/bbox_mAP_50"]:.3f}   ({note})')
+    def row(label, size, metrics, note):
+        print(f'    {label:9s} {f"{size}x{size}":9s} {scores(metrics)}'
+              f'   ({note})')
 
-    row(f'untrained, {train_size}x{train_size}', before, 'baseline')
-    for size, m in results.items():
+    if before is not None:
+        row('untrained', train_size, before, 'baseline')
+    for size, metrics in results.items():
         note = ('training resolution' if size == train_size else
                 f'{size / train_size:.2g}x, never seen in training')
-        row(f'trained,   {size}x{size}', m, note)
-    if results[train_size]['coco/bbox_mAP'] <= before['coco/bbox_mAP']:
-        print('[demo] the trained detector does not beat the untrained one',
+        row('trained', size, metrics, note)
+    key = task.metrics[0].key
+    if before is not None and train_size in results and \
+            results[train_size][key] <= before[key]:
+        print('[demo] the trained model does not beat the untrained one',
               file=sys.stderr)
         return 1
     return 0
-
-
-TASKS = {'det': run_det, 'cls': run_cls}
 
 
 def parse_args(argv=None):
@@ -411,13 +516,16 @@ def parse_args(argv=None):
         '--test-sizes',
         type=lambda s: [int(x) for x in s.split(',')],
         help='comma-separated test resolutions; defaults to the training '
-        'size, 1.5x and 2x')
+        'size and larger ones (det: 1.5x; cls: 1.5x and 2x)')
     return parser.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(argv)
-    sys.exit(TASKS[args.task](args))
+    work_dir = args.work_dir or (f'work_dirs/demo_{args.task}' +
+                                 ('_quick' if args.quick else ''))
+    sys.exit(run(TASKS[args.task], args.quick, args.data_root, work_dir,
+                 args.test_sizes))
 
 
 if __name__ == '__main__':

@@ -158,18 +158,37 @@ def test_missing_checkpoint_is_named(tiny_setup, tmp_path):
     assert 'Traceback' not in proc.stderr
 
 
+def _demo():
+    sys.path.insert(0, TOOLS)
+    import demo
+    return demo
+
+
+def _apply(cfg, options):
+    """``cfg`` with ``--cfg-options`` applied as tools/train.py does."""
+    import argparse
+
+    from mmengine.config import DictAction
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction)
+    cfg = cfg.copy()
+    cfg.merge_from_dict(
+        parser.parse_args(['--cfg-options', *options]).cfg_options)
+    return cfg
+
+
 def test_demo_config_builds_and_resizes():
-    """The demo's config builds a model that classifies its training size
-    and the larger test sizes; the demo finds the test resize to change."""
+    """The classification demo's config builds a model that classifies its
+    training size and the larger test sizes; the demo finds the test resize
+    to change."""
     import torch
     from mmengine.registry import init_default_scope
     from mmpretrain.registry import MODELS
 
     import mmcpvt  # noqa: F401  (registers CPVT)
-    sys.path.insert(0, TOOLS)
-    import demo
-    cfg = demo.load_config(demo.CLS_CONFIG)
-    assert demo.resize_options(cfg, 96) == [
+    demo = _demo()
+    cfg = demo.load_config(demo.TASKS['cls'].config)
+    assert demo.cls_test_size(cfg, 96) == [
         'test_dataloader.dataset.pipeline.1.scale=110',
         'test_dataloader.dataset.pipeline.2.crop_size=96'
     ]
@@ -179,3 +198,103 @@ def test_demo_config_builds_and_resizes():
         with torch.no_grad():
             out = model(torch.rand(2, 3, size, size), mode='tensor')
         assert out.shape == (2, cfg.num_classes)
+
+
+@pytest.mark.parametrize('name', ['det', 'cls'])
+def test_demo_task_table(name, tmp_path, capsys):
+    """One table drives every demo task: its config exists and builds, and
+    the options the flow derives from the table (data root, test size,
+    --quick schedule) land on keys the config has."""
+    import importlib
+
+    import torch
+    from mmengine.registry import init_default_scope
+
+    import mmcpvt  # noqa: F401
+    demo = _demo()
+    assert set(demo.TASKS) == {'det', 'cls'}
+    task = demo.TASKS[name]
+    for path in (task.config, task.parent):
+        assert osp.isfile(osp.join(ROOT, path)), path
+    cfg = demo.load_config(task.config)
+    size = task.train_size(cfg)
+    sizes = [round(size * s) for s in task.test_scales]
+    assert sizes[0] == size and sizes == sorted(sizes)
+
+    root = str(tmp_path / 'data')
+    applied = _apply(cfg, task.data_options(cfg, root) +
+                     task.test_size_options(cfg, sizes[-1]) +
+                     demo.schedule_options(cfg, task.quick_epochs))
+    for loader in ('train', 'val', 'test'):
+        dataset = applied[f'{loader}_dataloader'].dataset
+        assert dataset.data_root.rstrip('/') == root
+    assert applied.train_cfg.max_epochs == task.quick_epochs
+    pipeline = str(applied.test_dataloader.dataset.pipeline)
+    assert str(sizes[-1]) in pipeline and pipeline != str(
+        cfg.test_dataloader.dataset.pipeline)
+    for scheduler in applied.param_scheduler:
+        if scheduler.get('by_epoch', True):
+            assert scheduler.end <= task.quick_epochs
+
+    # the generator takes the table's arguments (fewer, smaller images);
+    # a second run finds the same set and keeps it
+    spec = dict(demo.data_spec(task, cfg, quick=True), size=32,
+                **{k: 1 for k in task.quick_data})
+    info = demo.ensure_data(task, str(tmp_path / 'tiny'), spec)
+    assert info['num_classes'] == task.num_classes(cfg)
+    assert 'data: wrote' in capsys.readouterr().out
+    again = demo.ensure_data(task, str(tmp_path / 'tiny'), spec)
+    assert again['num_train'] == info['num_train']
+    assert 'data: reusing' in capsys.readouterr().out
+
+    init_default_scope(cfg.default_scope)
+    registry = importlib.import_module(f'{cfg.default_scope}.registry')
+    model = registry.MODELS.build(cfg.model).eval()
+    for s in sizes:
+        with torch.no_grad():
+            out = model(torch.rand(1, 3, s, s), mode='tensor')
+        out = out[0] if isinstance(out, tuple) else [out]
+        assert all(torch.isfinite(o).all() for o in out)
+
+
+def test_demo_train_progress():
+    """The runner's training log lines become iteration and time-left
+    lines, about ten over the run; its validation results one line each."""
+    demo = _demo()
+    progress = demo.TrainProgress(max_epochs=2)
+    line = ('11/26 12:00:00 - mmengine - INFO - Epoch(train) [{e}][{i:3d}/'
+            '100]  base_lr: 1.0e-04 lr: 1.0e-04  eta: 0:01:00  time: 0.5000'
+            '  data_time: 0.0100  memory: 0  loss: 1.2500  loss_cls: 0.9')
+    shown = [progress(line.format(e=e, i=i)) for e in (1, 2)
+             for i in range(10, 101, 10)]
+    assert shown[0] == ('[demo] train: iter 10/200 (epoch 1/2), loss 1.250, '
+                        '0.50 s/iter, ~1.6 min left')
+    assert shown[-1].startswith('[demo] train: iter 200/200 (epoch 2/2)')
+    assert 5 <= sum(s is not None for s in shown) <= 11
+    # validation: its results in one line, its progress lines not at all
+    assert progress('Epoch(val) [2][ 5/10]    eta: 0:00:05  time: 0.5') is None
+    assert progress(
+        'Epoch(val) [2][10/10]    coco/bbox_mAP: 0.5000  coco/bbox_mAP_50: '
+        '0.9000  coco/bbox_mAP_75: 0.6000  coco/bbox_mAP_s: -1.0000  '
+        'data_time: 0.01  time: 0.4') == (
+            '[demo] train: validation after epoch 2: coco/bbox_mAP 0.500, '
+            'coco/bbox_mAP_50 0.900, coco/bbox_mAP_75 0.600')
+
+
+def test_demo_cls_quick(tmp_path):
+    """``tools/demo.py --task cls --quick`` end to end: data, training with
+    progress lines, tests at two sizes, the summary."""
+    data_root, work_dir = str(tmp_path / 'data'), str(tmp_path / 'work')
+    proc = run_tool('tools/demo.py', '--task', 'cls', '--quick',
+                    '--data-root', data_root, '--work-dir', work_dir,
+                    '--test-sizes', '64,96', timeout=600)
+    assert proc.returncode == 0, explain(proc)
+    out = proc.stdout
+    assert re.search(r'\[demo\] train: iter \d+/\d+ \(epoch \d+/10\).*'
+                     r'min left', out), out[-3000:]
+    assert '[demo] (4/4) test the trained model at 96x96' in out
+    assert re.search(r'trained\s+96x96\s+top1 +[\d.]+%  top5 +[\d.]+%\s+'
+                     r'\(1\.5x, never seen in training\)', out), out[-3000:]
+    for name in ('demo_train.out', 'demo_test_trained_64.json',
+                 'demo_test_trained_96.out', 'epoch_10.pth'):
+        assert osp.isfile(osp.join(work_dir, name)), name

@@ -32,7 +32,7 @@ import json
 import os
 import os.path as osp
 import sys
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 from PIL import Image
@@ -91,7 +91,8 @@ def coco_classes(num_classes: int) -> tuple:
     return tuple(name for _, name, _ in COCO_CATEGORIES[:num_classes])
 
 
-def _split_dataset(out_dir, split, image_ids, size, num_classes, seed):
+def _split_dataset(out_dir, split, image_ids, size, num_classes, seed,
+                   object_scale):
     """Render the images of one split; return its COCO json dict."""
     categories = COCO_CATEGORIES[:num_classes]
     images, annotations = [], []
@@ -100,7 +101,8 @@ def _split_dataset(out_dir, split, image_ids, size, num_classes, seed):
         rng = np.random.default_rng([seed, SPLIT_IDS[split], index])
         height, width = (int(round(size * f))
                          for f in rng.uniform(0.75, 1.25, size=2))
-        scene = render_scene(rng, height, width, num_classes)
+        scene = render_scene(rng, height, width, num_classes,
+                             scale_range=object_scale)
         file_name = f'{image_id:012d}.jpg'
         Image.fromarray(scene.image).save(
             osp.join(out_dir, split, file_name), quality=92)
@@ -152,7 +154,8 @@ def make_coco(out_dir: str,
               size: int = 320,
               num_classes: int = 4,
               seed: int = 0,
-              overwrite: bool = False) -> dict:
+              overwrite: bool = False,
+              object_scale: Sequence[float] = (0.08, 0.4)) -> dict:
     """Write the data set to ``out_dir`` and return its description.
 
     Args:
@@ -167,6 +170,9 @@ def make_coco(out_dir: str,
         overwrite (bool): Replace a data set made by this tool before; a
             directory that holds anything else is never deleted.
             Defaults to False.
+        object_scale (Sequence[float]): Range of an object's extent as a
+            fraction of the shorter image side (``scale_range`` of
+            ``shapes.render_scene``). Defaults to (0.08, 0.4).
 
     Returns:
         dict: The arguments, class names and ids and the numbers of images
@@ -181,6 +187,10 @@ def make_coco(out_dir: str,
     if size < 32:
         raise ValueError(f'size must be >= 32 pixels (mmdet drops images '
                          f'under 32 px), got {size}')
+    low, high = object_scale
+    if not 0 < low <= high <= 1:
+        raise ValueError(f'object_scale must be 0 < low <= high <= 1, got '
+                         f'{tuple(object_scale)}')
     prepare_out_dir(out_dir, MARKER, overwrite, 'make_coco.py')
 
     os.makedirs(osp.join(out_dir, 'annotations'), exist_ok=True)
@@ -190,7 +200,8 @@ def make_coco(out_dir: str,
     }
     counts = {}
     for split, ids in splits.items():
-        coco = _split_dataset(out_dir, split, ids, size, num_classes, seed)
+        coco = _split_dataset(out_dir, split, ids, size, num_classes, seed,
+                              (low, high))
         with open(osp.join(out_dir, 'annotations',
                            f'instances_{split}.json'), 'w') as f:
             json.dump(coco, f)
@@ -202,6 +213,7 @@ def make_coco(out_dir: str,
         size=size,
         num_classes=num_classes,
         seed=seed,
+        object_scale=[low, high],
         classes=coco_classes(num_classes),
         category_ids=[c[0] for c in COCO_CATEGORIES[:num_classes]],
         shapes=[class_style(k)[0] for k in range(num_classes)],
@@ -228,6 +240,10 @@ def parse_args(argv=None):
     parser.add_argument('--num-classes', type=int, default=4,
                         help='the first N COCO categories (1 to 80)')
     parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--object-scale', type=float, nargs=2,
+                        default=(0.08, 0.4), metavar=('LOW', 'HIGH'),
+                        help='range of an object\'s extent as a fraction '
+                        'of the shorter image side')
     parser.add_argument('--overwrite', action='store_true',
                         help='replace a data set this tool made before')
     return parser.parse_args(argv)
@@ -237,7 +253,8 @@ def main(argv=None):
     args = parse_args(argv)
     try:
         info = make_coco(args.out, args.num_train, args.num_val, args.size,
-                         args.num_classes, args.seed, args.overwrite)
+                         args.num_classes, args.seed, args.overwrite,
+                         args.object_scale)
     except (ValueError, FileExistsError) as e:
         raise SystemExit(f'make_coco.py: error: {e}')
     print(f'Wrote {info["num_train"]} train and {info["num_val"]} val images '

@@ -190,6 +190,22 @@ def test_coco_refuses_to_overwrite(tmp_path):
         make_coco(str(tmp_path / 'x'), 2, 1, 64, 81)
 
 
+
+def test_coco_objects_per_image(tmp_path):
+    out = str(tmp_path / 'coco')
+    info = make_coco(out, 6, 2, 96, 2, objects_per_image=(4, 6))
+    assert info['objects_per_image'] == [4, 6]
+    with open(osp.join(out, 'annotations', 'instances_train2017.json')) as f:
+        coco = json.load(f)
+    per_image = {}
+    for ann in coco['annotations']:
+        per_image[ann['image_id']] = per_image.get(ann['image_id'], 0) + 1
+    # fewer than 4 only where no free place was found
+    assert max(per_image.values()) <= 6
+    assert np.mean(list(per_image.values())) > 3
+    with pytest.raises(ValueError, match='objects_per_image'):
+        make_coco(str(tmp_path / 'x'), 2, 1, 64, 2, objects_per_image=(3, 2))
+
 # ----------------------------------------------------------------- ADE20K
 def test_ade20k_layout(ade_out):
     root = osp.join(ade_out, 'ADEChallengeData2016')

@@ -92,7 +92,7 @@ def coco_classes(num_classes: int) -> tuple:
 
 
 def _split_dataset(out_dir, split, image_ids, size, num_classes, seed,
-                   object_scale):
+                   object_scale, objects_per_image):
     """Render the images of one split; return its COCO json dict."""
     categories = COCO_CATEGORIES[:num_classes]
     images, annotations = [], []
@@ -102,6 +102,7 @@ def _split_dataset(out_dir, split, image_ids, size, num_classes, seed,
         height, width = (int(round(size * f))
                          for f in rng.uniform(0.75, 1.25, size=2))
         scene = render_scene(rng, height, width, num_classes,
+                             num_objects=objects_per_image,
                              scale_range=object_scale)
         file_name = f'{image_id:012d}.jpg'
         Image.fromarray(scene.image).save(
@@ -155,7 +156,8 @@ def make_coco(out_dir: str,
               num_classes: int = 4,
               seed: int = 0,
               overwrite: bool = False,
-              object_scale: Sequence[float] = (0.08, 0.4)) -> dict:
+              object_scale: Sequence[float] = (0.08, 0.4),
+              objects_per_image: Sequence[int] = (1, 5)) -> dict:
     """Write the data set to ``out_dir`` and return its description.
 
     Args:
@@ -173,6 +175,9 @@ def make_coco(out_dir: str,
         object_scale (Sequence[float]): Range of an object's extent as a
             fraction of the shorter image side (``scale_range`` of
             ``shapes.render_scene``). Defaults to (0.08, 0.4).
+        objects_per_image (Sequence[int]): Inclusive range of the number of
+            objects placed in an image (fewer where no free place is found;
+            ``num_objects`` of ``shapes.render_scene``). Defaults to (1, 5).
 
     Returns:
         dict: The arguments, class names and ids and the numbers of images
@@ -191,6 +196,10 @@ def make_coco(out_dir: str,
     if not 0 < low <= high <= 1:
         raise ValueError(f'object_scale must be 0 < low <= high <= 1, got '
                          f'{tuple(object_scale)}')
+    fewest, most = objects_per_image
+    if not 1 <= fewest <= most:
+        raise ValueError(f'objects_per_image must be 1 <= min <= max, got '
+                         f'{tuple(objects_per_image)}')
     prepare_out_dir(out_dir, MARKER, overwrite, 'make_coco.py')
 
     os.makedirs(osp.join(out_dir, 'annotations'), exist_ok=True)
@@ -201,7 +210,7 @@ def make_coco(out_dir: str,
     counts = {}
     for split, ids in splits.items():
         coco = _split_dataset(out_dir, split, ids, size, num_classes, seed,
-                              (low, high))
+                              (low, high), (fewest, most))
         with open(osp.join(out_dir, 'annotations',
                            f'instances_{split}.json'), 'w') as f:
             json.dump(coco, f)
@@ -214,6 +223,7 @@ def make_coco(out_dir: str,
         num_classes=num_classes,
         seed=seed,
         object_scale=[low, high],
+        objects_per_image=[fewest, most],
         classes=coco_classes(num_classes),
         category_ids=[c[0] for c in COCO_CATEGORIES[:num_classes]],
         shapes=[class_style(k)[0] for k in range(num_classes)],
@@ -244,6 +254,9 @@ def parse_args(argv=None):
                         default=(0.08, 0.4), metavar=('LOW', 'HIGH'),
                         help='range of an object\'s extent as a fraction '
                         'of the shorter image side')
+    parser.add_argument('--objects-per-image', type=int, nargs=2,
+                        default=(1, 5), metavar=('MIN', 'MAX'),
+                        help='range of the number of objects in an image')
     parser.add_argument('--overwrite', action='store_true',
                         help='replace a data set this tool made before')
     return parser.parse_args(argv)
@@ -254,7 +267,7 @@ def main(argv=None):
     try:
         info = make_coco(args.out, args.num_train, args.num_val, args.size,
                          args.num_classes, args.seed, args.overwrite,
-                         args.object_scale)
+                         args.object_scale, args.objects_per_image)
     except (ValueError, FileExistsError) as e:
         raise SystemExit(f'make_coco.py: error: {e}')
     print(f'Wrote {info["num_train"]} train and {info["num_val"]} val images '

@@ -56,6 +56,17 @@ SMALL_BACKBONES = {
         dict(arch=dict(embed_dims=32, num_layers=3, num_heads=2,
                        feedforward_channels=64), out_type='featmap',
              pos_embed='sincos2d', out_indices=(0, -1)),
+        # 2-D relative position encoding, no PEG (the paper's "2D RPE")
+        dict(arch=dict(embed_dims=32, num_layers=3, num_heads=2,
+                       feedforward_channels=64), peg_positions=(),
+             rpe_cfg=dict(clip_distance=2)),
+        # learned tables at three positions, and a PEG without padding that
+        # shrinks the map after encoder 0 (the table after encoder 1 and
+        # the featmaps take the smaller map)
+        dict(arch=dict(embed_dims=32, num_layers=3, num_heads=2,
+                       feedforward_channels=64), out_type='featmap',
+             out_indices=(0, -1), pos_embed='learned', img_size=64,
+             pos_embed_positions=(-1, 0, 1), peg_cfg=dict(padding=0)),
     ],
     'CPVTQKOnly': [
         dict(arch=dict(embed_dims=32, num_layers=3, num_heads=2,

@@ -56,6 +56,12 @@ def _table(C):
     return (14 * 14 + 1) * C
 
 
+def _rpe(head_dims, K=8):
+    """One encoder's 2-D relative key table (Shaw et al.): (2K+1)^2 clipped
+    offsets and the class-token row, a head-sized vector each."""
+    return ((2 * K + 1)**2 + 1) * head_dims
+
+
 # Published DeiT counts (with the 1000-class head); the others follow the
 # paper's arithmetic (Sec. "Complexity of PEG"): remove the table, add PEGs.
 DEIT_TI, DEIT_S, DEIT_B = 5_717_416, 22_050_664, 86_567_656
@@ -97,15 +103,23 @@ PARAMS = {
     NOPE_TI + 4 * (DENSE_3X3 + 2 * 192),
     'ablations/cpvt-tiny-k1-dense-p0-11_4xb256_in1k.py':
     NOPE_TI + 12 * (192 * 192 + 192),  # the paper's 6.13M
-    # fixed or circular PEGs: same count
+    # fixed, circular or unpadded PEGs: same count
     'ablations/cpvt-tiny-fixed_4xb256_in1k.py': CPVT_TI,
     'ablations/cpvt-tiny-fixed-learned-init_4xb256_in1k.py': CPVT_TI,
     'ablations/cpvt-tiny-no-zero-pad_4xb256_in1k.py': CPVT_TI,
+    'ablations/cpvt-tiny-no-pad_4xb256_in1k.py': CPVT_TI,
     'ablations/cpvt-tiny-qk-only_4xb256_in1k.py': CPVT_TI,
     # other position encodings
     'ablations/cpvt-tiny-learned-pe_4xb256_in1k.py': CPVT_TI + _table(192),
     'ablations/deit-tiny-sincos2d_4xb256_in1k.py': NOPE_TI,  # not learned
     'ablations/deit-tiny-nope_4xb256_in1k.py': NOPE_TI,
+    # 12 encoders x 18,560 = 222,720 (not the paper's 40,011: see the README)
+    'ablations/deit-tiny-rpe_4xb256_in1k.py': NOPE_TI + 12 * _rpe(64),
+    'ablations/deit-tiny-learned-pe-rpe_4xb256_in1k.py':
+    DEIT_TI + 12 * _rpe(64),
+    # a table at the start and after each of encoders 0-4
+    'ablations/deit-tiny-learned-pe-6_4xb256_in1k.py':
+    DEIT_TI + 5 * _table(192),
     # no class token, so no class slot in the table either
     'ablations/deit-tiny-gap_4xb256_in1k.py': DEIT_TI - 192 - 192,
 }
@@ -277,7 +291,8 @@ def test_optimizer_and_no_decay_groups(cfg, model):
             continue  # a frozen PEG: never updated
         no_decay = (
             name.endswith(('.bias', 'cls_token', '.pos_embed',
-                           'relative_position_bias_table'))
+                           'relative_position_bias_table',
+                           'relative_key_table'))
             or model.get_parameter(name).ndim == 1)
         assert wd == (0. if no_decay else 0.05), name
 

@@ -18,7 +18,8 @@ from ..layers import ConditionalPositionEncoding
 BEFORE_FIRST_BLOCK = -1
 
 # Parameters initialised like a Linear weight (truncated normal, std .02).
-TRUNC_NORMAL_PARAMS = ('cls_token', 'pos_embed', 'relative_position_bias_table')
+TRUNC_NORMAL_PARAMS = ('cls_token', 'pos_embed',
+                       'relative_position_bias_table', 'relative_key_table')
 
 
 class BaseBackbone(BaseModule):
@@ -42,6 +43,9 @@ class BaseBackbone(BaseModule):
     """
     norm_eval = False
     checkpoint_family: Optional[str] = None  # see mmcpvt.utils.convert
+    # Whether a PEG may shrink the token map (``peg_cfg`` padding below
+    # (k-1)/2): only where the backbone threads the new map size through.
+    pegs_may_shrink = False
 
     def __init__(self, init_cfg=None):
         super().__init__(init_cfg=init_cfg)
@@ -106,10 +110,11 @@ class BaseBackbone(BaseModule):
 
     # -- the skeleton every backbone is built from ------------------------
 
-    def _check_peg_positions(self, positions, depth: int,
-                             where: str = '') -> Tuple[int, ...]:
+    def _check_peg_positions(self, positions, depth: int, where: str = '',
+                             name: str = 'peg_positions') -> Tuple[int, ...]:
         """``positions`` (an int or a sequence of ints) as a sorted tuple,
-        each in ``BEFORE_FIRST_BLOCK`` (-1) .. ``depth - 1``."""
+        each in ``BEFORE_FIRST_BLOCK`` (-1) .. ``depth - 1``; ``name`` is the
+        argument the errors name."""
         owner = type(self).__name__
         if isinstance(positions, int) and not isinstance(positions, bool):
             positions = (positions, )
@@ -117,12 +122,12 @@ class BaseBackbone(BaseModule):
                 isinstance(p, int) and not isinstance(p, bool)
                 for p in positions):
             raise TypeError(
-                f'{owner}: peg_positions{where} must be an int or a '
+                f'{owner}: {name}{where} must be an int or a '
                 f'sequence of ints (block indices), got {positions!r}')
         bad = [p for p in positions if not BEFORE_FIRST_BLOCK <= p < depth]
         if bad:
             raise ValueError(
-                f'{owner}: peg_positions {bad}{where} out of range; allowed '
+                f'{owner}: {name} {bad}{where} out of range; allowed '
                 f'are -1 (before the first block) to {depth - 1} (after the '
                 f'last of its {depth} blocks)')
         return tuple(sorted(set(positions)))
@@ -154,18 +159,27 @@ class BaseBackbone(BaseModule):
                 f'{num} {what} (allowed: -{num} to {num - 1})')
         return tuple(sorted({i % num for i in out_indices}))
 
-    @staticmethod
-    def _build_pegs(positions: Sequence[int], embed_dims: int,
+    def _build_pegs(self, positions: Sequence[int], embed_dims: int,
                     peg_cfg: Optional[dict]) -> ModuleDict:
         """A PEG per position. The keys are the positions as written in
         the config ('0' follows block 0, '-1' comes before the first block)
         and so appear in checkpoints (``pegs.-1.proj.0.weight``): they stay
         in that form for saved weights to keep loading."""
-        return ModuleDict({
+        pegs = ModuleDict({
             str(p): ConditionalPositionEncoding(embed_dims, embed_dims,
                                                 **(peg_cfg or {}))
             for p in positions
         })
+        for peg in pegs.values():
+            if peg.crop and not self.pegs_may_shrink:
+                raise ValueError(
+                    f'{type(self).__name__}: peg_cfg padding={peg.padding} '
+                    f'shrinks the token map (kernel_size {peg.kernel_size} '
+                    f'keeps it with padding {peg.kernel_size // 2}), but '
+                    f'{type(self).__name__} needs a fixed map size; leave '
+                    f'padding out of peg_cfg (or use CPVT, which threads '
+                    f'the new size through)')
+        return pegs
 
     def _run_block(self, block, x, *args):
         """``block(x, *args)``, with gradient checkpointing when ``with_cp``

@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 from mmcv.cnn import build_norm_layer
 from mmcv.cnn.bricks.transformer import PatchEmbed
-from mmengine.model import ModuleList
+from mmengine.model import ModuleDict, ModuleList
 from mmengine.utils import to_2tuple
 
 from mmcpvt.registry import register_model
@@ -25,8 +25,10 @@ class CPVT(BaseBackbone):
 
     DeiT-Ti/S/B with the learned position table replaced by PEGs placed after
     the configured encoder blocks. The baselines of the paper (DeiT with a
-    learned table, 2-D sin-cos, no encoding, PEG + learned table) are the same
-    class with other ``pos_embed`` / ``peg_positions``.
+    learned table, 2-D sin-cos, no encoding, PEG + learned table, learned
+    tables in six blocks, 2-D relative position encoding, with or without a
+    learned table) are the same class with other ``pos_embed`` /
+    ``pos_embed_positions`` / ``peg_positions`` / ``rpe_cfg``.
 
     Args:
         arch (str | dict): 'tiny' / 'small' / 'base' (or 't' / 's' / 'b'),
@@ -42,12 +44,28 @@ class CPVT(BaseBackbone):
             PEG. Defaults to ``(0,)``.
         peg_cfg (dict, optional): Extra arguments of every
             :class:`ConditionalPositionEncoding` (kernel_size, depthwise,
-            num_layers, norm_cfg, act_cfg, padding_mode, frozen).
-            Defaults to None. (The "PEG on Q and K only" ablation is
-            :class:`CPVTQKOnly`.)
-        pos_embed (str): Absolute position embedding added after the patch
-            embedding: 'none', 'learned' (DeiT's table, resized bicubically
-            when the input size changes) or 'sincos2d'. Defaults to 'none'.
+            num_layers, norm_cfg, act_cfg, padding, padding_mode, frozen).
+            With ``padding`` below (k-1)/2 a PEG shrinks the token map, and
+            the encoders, position tables and 'featmap' outputs after it
+            take the smaller map. Defaults to None. (The "PEG on Q and K
+            only" ablation is :class:`CPVTQKOnly`.)
+        pos_embed (str): Absolute position embedding: 'none', 'learned'
+            (DeiT's table, resized bicubically when the map size differs from
+            the one at ``img_size``) or 'sincos2d'. Defaults to 'none'.
+        pos_embed_positions (Sequence[int]): Where ``pos_embed`` is added,
+            with the meaning of ``peg_positions``: ``-1`` = after the patch
+            embedding (DeiT), ``i`` = after encoder ``i``. Each position has
+            a table of its own: ``pos_embed`` at -1 (DeiT's checkpoint key),
+            ``pos_embeds.<i>`` after encoder ``i``. ``(-1, 0, 1, 2, 3, 4)``
+            is the paper's learned encoding "at the beginning but also in the
+            next 5 layers". Where a PEG follows the same encoder, the table
+            is added first. Only with ``pos_embed`` other than 'none'.
+            Defaults to ``(-1,)``.
+        rpe_cfg (dict, optional): A 2-D relative position encoding (Shaw et
+            al.) in the attention of every encoder, each with a table of its
+            own: the arguments of :class:`RelativePositionEncoding2d`, e.g.
+            ``dict(clip_distance=8)`` (the paper's "2D RPE"). Defaults to
+            None (none).
         out_type (str): 'cls_token', 'avg_featmap' (global average pooling
             of the patch tokens, CPVT-GAP) or 'featmap' (B, C, H, W).
             Defaults to 'cls_token'.
@@ -64,9 +82,9 @@ class CPVT(BaseBackbone):
         norm_cfg (dict): Norm layers. Defaults to ``dict(type='LN', eps=1e-6)``.
         final_norm (bool): Norm after the last encoder. Defaults to True.
         frozen_stages (int): Freeze the patch embedding, class token and
-            position embedding (0), and the first ``frozen_stages`` encoders
-            with the PEGs before them (> 0). -1 freezes nothing.
-            Defaults to -1.
+            position embedding before the first encoder (0), and the first
+            ``frozen_stages`` encoders with the PEGs and position tables that
+            follow them (> 0). -1 freezes nothing. Defaults to -1.
         with_cp (bool): Gradient checkpointing of the encoders.
             Defaults to False.
         init_cfg (dict | list[dict], optional): Initialization config;
@@ -75,6 +93,7 @@ class CPVT(BaseBackbone):
             Defaults to None.
     """
     checkpoint_family = 'deit'
+    pegs_may_shrink = True
     arch_zoo = {
         **dict.fromkeys(['t', 'tiny', 'deit-tiny'], {
             'embed_dims': 192,
@@ -107,6 +126,8 @@ class CPVT(BaseBackbone):
                  peg_positions: Sequence[int] = (0, ),
                  peg_cfg: Optional[dict] = None,
                  pos_embed: str = 'none',
+                 pos_embed_positions: Sequence[int] = (BEFORE_FIRST_BLOCK, ),
+                 rpe_cfg: Optional[dict] = None,
                  out_type: str = 'cls_token',
                  with_cls_token: Optional[bool] = None,
                  out_indices: Union[int, Sequence[int]] = -1,
@@ -138,6 +159,20 @@ class CPVT(BaseBackbone):
         self.num_extra_tokens = int(with_cls_token)
         self.peg_positions = self._check_peg_positions(
             peg_positions, self.num_layers)
+        self.pos_embed_positions = self._check_peg_positions(
+            pos_embed_positions, self.num_layers, name='pos_embed_positions')
+        if pos_embed == 'none' and self.pos_embed_positions != (
+                BEFORE_FIRST_BLOCK, ):
+            raise ValueError(
+                f"CPVT: pos_embed_positions={self.pos_embed_positions} "
+                f"places position embeddings but pos_embed='none'; set "
+                f"pos_embed='learned' or 'sincos2d', or leave "
+                f"pos_embed_positions at (-1,)")
+        if pos_embed != 'none' and not self.pos_embed_positions:
+            raise ValueError(
+                f"CPVT: pos_embed={pos_embed!r} with pos_embed_positions=() "
+                f"adds no embedding; give positions, or set "
+                f"pos_embed='none'")
         self.out_indices = self._check_out_indices(out_indices,
                                                    self.num_layers, 'encoders')
         self.frozen_stages = frozen_stages
@@ -156,20 +191,23 @@ class CPVT(BaseBackbone):
             input_size=self.img_size)
         if with_cls_token:
             self.cls_token = nn.Parameter(torch.zeros(1, 1, self.embed_dims))
-        if pos_embed == 'learned':
-            self.pos_embed = LearnedPositionEmbedding(
-                self.embed_dims, self.patch_embed.init_out_size,
-                self.num_extra_tokens)
-        elif pos_embed == 'sincos2d':
-            self.pos_embed = SinCos2dPositionEmbedding(
-                self.embed_dims, self.num_extra_tokens)
-        else:
-            self.pos_embed = None
+        # DeiT's table, before the first encoder
+        self.pos_embed = None
+        if BEFORE_FIRST_BLOCK in self.pos_embed_positions:
+            self.pos_embed = self._build_pos_embed(
+                pos_embed, self.patch_embed.init_out_size)
         self.drop_after_pos = nn.Dropout(p=drop_rate)
 
         # 'pegs.0' follows encoder 0
         self.pegs = self._build_pegs(self.peg_positions, self.embed_dims,
                                      peg_cfg)
+        # 'pos_embeds.0' follows encoder 0; a learned table is made for the
+        # map it gets at img_size (smaller after a PEG without padding)
+        map_sizes = self._map_sizes(self.patch_embed.init_out_size)
+        self.pos_embeds = ModuleDict({
+            str(p): self._build_pos_embed(pos_embed, map_sizes[p])
+            for p in self.pos_embed_positions if p != BEFORE_FIRST_BLOCK
+        })
 
         dpr = torch.linspace(0, drop_path_rate, self.num_layers).tolist()
         self.layers = ModuleList([
@@ -182,12 +220,34 @@ class CPVT(BaseBackbone):
                 attn_drop_rate=attn_drop_rate,
                 drop_path_rate=dpr[i],
                 qkv_bias=qkv_bias,
-                norm_cfg=norm_cfg) for i in range(self.num_layers)
+                norm_cfg=norm_cfg,
+                rpe_cfg=rpe_cfg) for i in range(self.num_layers)
         ])
         self.final_norm = final_norm
         self.norm = build_norm_layer(
             norm_cfg, self.embed_dims)[1] if final_norm else nn.Identity()
         self._freeze_stages()
+
+    def _build_pos_embed(self, kind: str, grid_size):
+        """The absolute position embedding of one position (None for
+        'none')."""
+        if kind == 'learned':
+            return LearnedPositionEmbedding(self.embed_dims, grid_size,
+                                            self.num_extra_tokens)
+        if kind == 'sincos2d':
+            return SinCos2dPositionEmbedding(self.embed_dims,
+                                             self.num_extra_tokens)
+        return None
+
+    def _map_sizes(self, hw_shape) -> dict:
+        """The token map (H, W) at each position (-1 .. num_layers - 1),
+        before its PEG, for a patch-embedding map ``hw_shape``."""
+        sizes = {}
+        for position in range(BEFORE_FIRST_BLOCK, self.num_layers):
+            sizes[position] = tuple(hw_shape)
+            if str(position) in self.pegs:
+                hw_shape = self.pegs[str(position)].out_hw_shape(hw_shape)
+        return sizes
 
     def _frozen_modules(self) -> list:
         if self.frozen_stages < 0:
@@ -195,6 +255,7 @@ class CPVT(BaseBackbone):
         n = min(self.frozen_stages, self.num_layers)
         frozen = [self.patch_embed, self.drop_after_pos, *self.layers[:n]]
         frozen += [peg for pos, peg in self.pegs.items() if int(pos) < n]
+        frozen += [pe for pos, pe in self.pos_embeds.items() if int(pos) < n]
         if self.pos_embed is not None:
             frozen.append(self.pos_embed)
         if self.with_cls_token:
@@ -211,26 +272,37 @@ class CPVT(BaseBackbone):
             return x[:, n:].mean(dim=1)
         return nlc_to_nchw(x[:, n:], hw_shape).contiguous()
 
+    def _add_pos_embed(self, position: int, x: torch.Tensor, hw_shape):
+        """The tokens plus the absolute position embedding at ``position``
+        (if any)."""
+        if position == BEFORE_FIRST_BLOCK:
+            return x if self.pos_embed is None else self.pos_embed(x, hw_shape)
+        if str(position) in self.pos_embeds:
+            x = self.pos_embeds[str(position)](x, hw_shape)
+        return x
+
     def _apply_peg(self, position: int, x: torch.Tensor, hw_shape):
-        """The tokens after the PEG at ``position`` (if any) and the extra
-        arguments of the next encoder (none here; see CPVTQKOnly)."""
-        if str(position) in self.pegs:
-            x = self.pegs[str(position)](x, hw_shape)
-        return x, ()
+        """The tokens after the PEG at ``position`` (if any), the extra
+        arguments of the next encoder (none here; see CPVTQKOnly) and the
+        (H, W) of the token map after the PEG."""
+        if str(position) not in self.pegs:
+            return x, (), hw_shape
+        peg = self.pegs[str(position)]
+        return peg(x, hw_shape), (), peg.out_hw_shape(hw_shape)
 
     def forward(self, x: torch.Tensor) -> tuple:
         B = x.shape[0]
         x, hw_shape = self.patch_embed(x)  # (B, H*W, C)
         if self.with_cls_token:
             x = torch.cat((self.cls_token.expand(B, -1, -1), x), dim=1)
-        if self.pos_embed is not None:
-            x = self.pos_embed(x, hw_shape)
+        x = self._add_pos_embed(BEFORE_FIRST_BLOCK, x, hw_shape)
         x = self.drop_after_pos(x)
-        x, extra = self._apply_peg(BEFORE_FIRST_BLOCK, x, hw_shape)
+        x, extra, hw_shape = self._apply_peg(BEFORE_FIRST_BLOCK, x, hw_shape)
         outs = []
         for i, layer in enumerate(self.layers):
-            x = self._run_block(layer, x, None, *extra)
-            x, extra = self._apply_peg(i, x, hw_shape)
+            x = self._run_block(layer, x, hw_shape, *extra)
+            x = self._add_pos_embed(i, x, hw_shape)
+            x, extra, hw_shape = self._apply_peg(i, x, hw_shape)
             if i == self.num_layers - 1:
                 x = self.norm(x)
             if i in self.out_indices:

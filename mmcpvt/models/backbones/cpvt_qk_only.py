@@ -30,7 +30,7 @@ class QKPosAttention(Attention):
         q, k = self._split_heads(F.linear(x + qk_pos, w[:2 * C], b_qk),
                                  2).unbind(0)
         v = self._split_heads(F.linear(x, w[2 * C:], b_v), 1)[0]
-        return self.attend(q, k, v)
+        return self.attend(q, k, v, self.position_bias(q, hw_shape))
 
 
 class QKPosBlock(TransformerBlock):
@@ -51,8 +51,11 @@ class CPVTQKOnly(CPVT):
     """CPVT whose PEGs do not change the token stream: each PEG's encoding
     ``F(x)`` is added only to the query and key inputs of the next encoder.
     Same arguments and parameter names as :class:`CPVT`; a PEG after the
-    last encoder has no next encoder to feed and is refused."""
+    last encoder has no next encoder to feed and is refused, and so is a PEG
+    that shrinks the token map (``peg_cfg`` padding), whose ``F(x)`` would
+    not match the tokens it is added to."""
     block_cls = QKPosBlock
+    pegs_may_shrink = False
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -64,5 +67,5 @@ class CPVTQKOnly(CPVT):
 
     def _apply_peg(self, position: int, x: torch.Tensor, hw_shape):
         if str(position) not in self.pegs:
-            return x, ()
-        return x, (self.pegs[str(position)](x, hw_shape) - x, )
+            return x, (), hw_shape
+        return x, (self.pegs[str(position)](x, hw_shape) - x, ), hw_shape

@@ -4,10 +4,12 @@ from .ffn import FFN
 from .peg import ConditionalPositionEncoding
 from .pos_embed import (LearnedPositionEmbedding, SinCos2dPositionEmbedding,
                         sincos_2d)
+from .rpe import RelativePositionEncoding2d, relative_position_index
 from .utils import nchw_to_nlc, nlc_to_nchw
 
 __all__ = [
     'Attention', 'FFN', 'TransformerBlock', 'ConditionalPositionEncoding',
     'LearnedPositionEmbedding', 'SinCos2dPositionEmbedding', 'sincos_2d',
-    'nchw_to_nlc', 'nlc_to_nchw'
+    'RelativePositionEncoding2d', 'relative_position_index', 'nchw_to_nlc',
+    'nlc_to_nchw'
 ]

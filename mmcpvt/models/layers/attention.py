@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from mmcv.cnn import build_norm_layer
 from mmengine.model import BaseModule
 
+from .rpe import RelativePositionEncoding2d
 from .utils import nchw_to_nlc, nlc_to_nchw
 
 
@@ -35,6 +36,11 @@ class Attention(BaseModule):
             Defaults to ``dict(type='LN')``.
         fused_attn (bool): Use ``F.scaled_dot_product_attention``.
             Defaults to True.
+        rpe_cfg (dict, optional): Arguments of a
+            :class:`RelativePositionEncoding2d` (Shaw et al.'s relative
+            position encoding of the keys, e.g. ``dict(clip_distance=8)``),
+            whose bias is added to the attention logits; needs ``hw_shape``
+            in ``forward`` and ``sr_ratio=1``. Defaults to None (none).
         init_cfg (dict, optional): Initialization config. Defaults to None.
     """
 
@@ -47,11 +53,16 @@ class Attention(BaseModule):
                  sr_ratio: int = 1,
                  norm_cfg: dict = dict(type='LN'),
                  fused_attn: bool = True,
+                 rpe_cfg: Optional[dict] = None,
                  init_cfg: Optional[dict] = None):
         super().__init__(init_cfg=init_cfg)
         if embed_dims % num_heads != 0:
             raise ValueError(f'embed_dims ({embed_dims}) must be divisible '
                              f'by num_heads ({num_heads})')
+        if rpe_cfg is not None and sr_ratio > 1:
+            raise ValueError(f'Attention: the relative position encoding '
+                             f'(rpe_cfg) needs keys on the query map, so '
+                             f'sr_ratio=1, got sr_ratio={sr_ratio}')
         self.embed_dims = embed_dims
         self.num_heads = num_heads
         self.head_dims = embed_dims // num_heads
@@ -70,6 +81,8 @@ class Attention(BaseModule):
             self.qkv = nn.Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
         self.proj = nn.Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
+        self.rpe = None if rpe_cfg is None else RelativePositionEncoding2d(
+            self.head_dims, **rpe_cfg)
 
     def _split_heads(self, x: torch.Tensor, num: int) -> torch.Tensor:
         # (B, N, num * C) -> (num, B, heads, N, head_dims)
@@ -85,10 +98,11 @@ class Attention(BaseModule):
         """Attend over the tokens x (B, N, C).
 
         ``hw_shape`` (H, W) is needed only with spatial reduction, where the
-        N tokens must be exactly an H x W map. ``attn_bias`` is added to the
-        attention logits (broadcast to (B, heads, N, N_kv)): Swin's relative
-        position bias and shift mask. With ``return_attn``, returns
-        ``(out, attn)`` with ``attn`` of shape (B, heads, N, N_kv).
+        N tokens must be exactly an H x W map, and with the relative position
+        encoding, where the last H*W of the N tokens are the map. ``attn_bias``
+        is added to the attention logits (broadcast to (B, heads, N, N_kv)):
+        Swin's relative position bias and shift mask. With ``return_attn``,
+        returns ``(out, attn)`` with ``attn`` of shape (B, heads, N, N_kv).
         """
         if self.sr_ratio > 1:
             q = self._split_heads(self.q(x), 1)[0]
@@ -97,7 +111,19 @@ class Attention(BaseModule):
             k, v = self._split_heads(self.kv(self.norm(x_)), 2).unbind(0)
         else:
             q, k, v = self._split_heads(self.qkv(x), 3).unbind(0)
+        attn_bias = self.position_bias(q, hw_shape, attn_bias)
         return self.attend(q, k, v, attn_bias, return_attn)
+
+    def position_bias(self,
+                      q: torch.Tensor,
+                      hw_shape: Optional[Sequence[int]],
+                      attn_bias: Optional[torch.Tensor] = None):
+        """``attn_bias`` plus the relative position bias of the queries
+        (B, heads, N, head_dims), if this attention has one."""
+        if self.rpe is None:
+            return attn_bias
+        bias = self.rpe(q, hw_shape)  # (B, heads, N, N)
+        return bias if attn_bias is None else attn_bias + bias
 
     def attend(self,
                q: torch.Tensor,

@@ -28,6 +28,9 @@ class TransformerBlock(BaseModule):
         sr_ratio (int): Spatial-reduction ratio (PVT). Defaults to 1.
         act_cfg (dict): FFN activation. Defaults to ``dict(type='GELU')``.
         norm_cfg (dict): Norm layers. Defaults to ``dict(type='LN')``.
+        rpe_cfg (dict, optional): Relative position encoding of the
+            attention (see :class:`Attention`); the block then needs
+            ``hw_shape``. Defaults to None.
         init_cfg (dict, optional): Initialization config. Defaults to None.
     """
     attn_cls = Attention  # a subclass may attend differently
@@ -43,6 +46,7 @@ class TransformerBlock(BaseModule):
                  sr_ratio: int = 1,
                  act_cfg: dict = dict(type='GELU'),
                  norm_cfg: dict = dict(type='LN'),
+                 rpe_cfg: Optional[dict] = None,
                  init_cfg: Optional[dict] = None):
         super().__init__(init_cfg=init_cfg)
         self.ln1 = build_norm_layer(norm_cfg, embed_dims)[1]
@@ -53,7 +57,8 @@ class TransformerBlock(BaseModule):
             attn_drop=attn_drop_rate,
             proj_drop=drop_rate,
             sr_ratio=sr_ratio,
-            norm_cfg=norm_cfg)
+            norm_cfg=norm_cfg,
+            rpe_cfg=rpe_cfg)
         self.ln2 = build_norm_layer(norm_cfg, embed_dims)[1]
         self.ffn = FFN(
             embed_dims=embed_dims,

@@ -1,7 +1,7 @@
 """The Position Encoding Generator (PEG) of CPVT: Conditional Positional
 Encodings for Vision Transformers (https://arxiv.org/abs/2102.10882),
 Sec. 3.2 and Alg. 1."""
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 import torch
 import torch.nn as nn
@@ -22,6 +22,12 @@ class ConditionalPositionEncoding(BaseModule):
     one k x k depth-wise convolution with (k-1)/2 zero padding: the zeros
     tell border tokens where they are. The ablations are options.
 
+    With less padding than (k-1)/2 (``padding``; 0 is the paper's "remove
+    the zero paddings" taken literally) each convolution shrinks the map by
+    ``k - 1 - 2 * padding`` per axis, and the output is ``F(x) + crop(x)``:
+    the identity is the centre crop of the input map to the size of
+    ``F(x)``. The caller learns the new map size from :meth:`out_hw_shape`.
+
     Args:
         in_channels (int): Number of input channels.
         embed_dims (int): Number of output channels. Defaults to 768.
@@ -35,6 +41,9 @@ class ConditionalPositionEncoding(BaseModule):
             ``dict(type='BN')``. Defaults to None.
         act_cfg (dict, optional): Activation after each norm.
             Defaults to None.
+        padding (int, optional): Padding of each convolution, 0 to (k-1)/2.
+            None is (k-1)/2, which keeps the map size (the paper's PEG);
+            less shrinks the map (see above). Defaults to None.
         padding_mode (str): 'zeros' (the paper's), or one of 'reflect',
             'replicate', 'circular' (no zero-padding position cue).
             Defaults to 'zeros'.
@@ -47,6 +56,7 @@ class ConditionalPositionEncoding(BaseModule):
                  depthwise: bool = True, num_layers: int = 1,
                  norm_cfg: Optional[dict] = None,
                  act_cfg: Optional[dict] = None,
+                 padding: Optional[int] = None,
                  padding_mode: str = 'zeros', frozen: bool = False,
                  init_cfg: Optional[dict] = None):
         super().__init__(init_cfg=init_cfg)
@@ -54,6 +64,13 @@ class ConditionalPositionEncoding(BaseModule):
             raise ValueError(f'PEG kernel_size must be a positive odd number '
                              f'(so that (k-1)/2 padding keeps the token map '
                              f'size), got {kernel_size}')
+        if padding is None:
+            padding = kernel_size // 2
+        if not isinstance(padding, int) or isinstance(
+                padding, bool) or not 0 <= padding <= kernel_size // 2:
+            raise ValueError(f'PEG padding must be None or an int from 0 to '
+                             f'(kernel_size-1)/2 = {kernel_size // 2}, got '
+                             f'{padding!r}; set it in peg_cfg')
         if padding_mode not in PADDING_MODES or num_layers < 1:
             raise ValueError(f'PEG needs padding_mode in {PADDING_MODES} and '
                              f'num_layers >= 1, got {padding_mode!r} and '
@@ -63,13 +80,19 @@ class ConditionalPositionEncoding(BaseModule):
                              f'embed_dims, got {in_channels} and '
                              f'{embed_dims}; set depthwise=False')
         self.with_identity = stride == 1 and in_channels == embed_dims
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.num_layers = num_layers
+        self.padding = padding
+        # cells that F cuts from each side of the map (stride 1)
+        self.crop = num_layers * (kernel_size // 2 - padding)
         self.frozen = frozen
         layers = []
         for i in range(num_layers):
             layers.append(nn.Conv2d(
                 in_channels if i == 0 else embed_dims, embed_dims,
                 kernel_size, stride=stride if i == 0 else 1,
-                padding=kernel_size // 2, padding_mode=padding_mode,
+                padding=padding, padding_mode=padding_mode,
                 groups=embed_dims if depthwise else 1,
                 bias=norm_cfg is None))
             if norm_cfg is not None:
@@ -85,15 +108,38 @@ class ConditionalPositionEncoding(BaseModule):
             self.proj.eval()
         return self
 
+    def out_hw_shape(self, hw_shape: Sequence[int]) -> Tuple[int, int]:
+        """The (H', W') of the map that :meth:`forward` returns for an
+        (H, W) map: (H, W) unless ``padding`` < (k-1)/2 or stride > 1."""
+        k, p = self.kernel_size, self.padding
+        out = []
+        for size in hw_shape:
+            size = (size + 2 * p - k) // self.stride + 1
+            size -= (self.num_layers - 1) * (k - 1 - 2 * p)
+            out.append(size)
+        if min(out) < 1:
+            raise ValueError(
+                f'PEG with kernel_size {k}, padding {p} and {self.num_layers} '
+                f'layer(s) leaves no token of a {hw_shape[0]}x{hw_shape[1]} '
+                f'map; use a larger input or more padding')
+        return tuple(out)
+
     def forward(self, x: torch.Tensor,
                 hw_shape: Sequence[int]) -> torch.Tensor:
         """Tokens (B, N, C), of which the first ``N - H*W`` are extra, and
-        the (H, W) of the map -> tokens (B, N', C')."""
+        the (H, W) of the map -> tokens (B, N', C') whose map is
+        :meth:`out_hw_shape` (H, W)."""
         num_extra = x.shape[1] - hw_shape[0] * hw_shape[1]
         if num_extra < 0:
             raise ValueError(f'PEG got {x.shape[1]} tokens for a '
                              f'{hw_shape[0]}x{hw_shape[1]} token map')
+        H, W = hw_shape
+        self.out_hw_shape(hw_shape)  # a map too small for F is explained
         feat = nlc_to_nchw(x[:, num_extra:], hw_shape)
-        out = self.proj(feat) + feat if self.with_identity else self.proj(feat)
+        out = self.proj(feat)
+        if self.with_identity:
+            # F(x) + crop(x): the centre of the input map, F(x)'s size
+            c = self.crop
+            out = out + feat[:, :, c:H - c, c:W - c]
         out = nchw_to_nlc(out)
         return torch.cat((x[:, :num_extra], out), dim=1) if num_extra else out

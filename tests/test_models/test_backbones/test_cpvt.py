@@ -139,3 +139,109 @@ def test_multi_scale_featmaps_for_dense_tasks():
     model = CPVT(TINY, out_type='featmap', out_indices=(1, 3))
     outs = model(torch.randn(2, 3, 100, 70))
     assert [o.shape for o in outs] == [(2, 32, 7, 5)] * 2
+
+
+def test_learned_tables_in_six_blocks():
+    """The paper's "LE not only at the beginning but also in the next 5
+    layers": DeiT's table keeps its checkpoint key, five more follow
+    encoders 0-4."""
+    deit = CPVT('tiny', pos_embed='learned', peg_positions=())
+    six = CPVT('tiny', pos_embed='learned', peg_positions=(),
+               pos_embed_positions=(-1, 0, 1, 2, 3, 4))
+    keys = [k for k in six.state_dict() if 'pos_embed' in k]
+    assert keys == ['pos_embed.pos_embed'] + [
+        f'pos_embeds.{i}.pos_embed' for i in range(5)]
+    assert [k for k in deit.state_dict() if 'pos_embed' in k] == [
+        'pos_embed.pos_embed']
+    assert n_params(six) - n_params(deit) == 5 * 197 * 192
+    # a DeiT checkpoint loads into the first table
+    missing, unexpected = six.load_state_dict(deit.state_dict(),
+                                              strict=False)
+    assert not unexpected and sorted(missing) == keys[1:]
+    assert torch.equal(six.pos_embed.pos_embed, deit.pos_embed.pos_embed)
+
+
+def test_tables_are_added_after_their_encoders_and_before_the_peg():
+    model = CPVT(TINY, pos_embed='learned', pos_embed_positions=(-1, 0, 2),
+                 peg_positions=(0, ), img_size=64)
+    order = []
+    hooks = [('pe-1', model.pos_embed), ('peg0', model.pegs['0'])]
+    hooks += [('pe' + k, v) for k, v in model.pos_embeds.items()]
+    hooks += list(model.layers.named_children())
+    for name, m in hooks:
+        m.register_forward_hook(lambda *_, n=name: order.append(n))
+    model(torch.randn(1, 3, 64, 80))  # resized with the input: 4x5 tokens
+    assert order == ['pe-1', '0', 'pe0', 'peg0', '1', '2', 'pe2', '3']
+
+
+def test_frozen_stages_cover_the_tables_after_frozen_encoders():
+    model = CPVT(TINY, pos_embed='learned', pos_embed_positions=(-1, 0, 2),
+                 frozen_stages=2)
+    model.train()
+    for m in [model.pos_embed, model.pos_embeds['0']]:
+        assert not any(p.requires_grad for p in m.parameters())
+    assert all(p.requires_grad for p in model.pos_embeds['2'].parameters())
+
+
+@pytest.mark.parametrize('kwargs, error, match', [
+    (dict(pos_embed_positions=(0, )), ValueError,
+     r"pos_embed_positions=\(0,\) places .* but pos_embed='none'"),
+    (dict(pos_embed='learned', pos_embed_positions=()), ValueError,
+     'adds no embedding'),
+    (dict(pos_embed='learned', pos_embed_positions=(4, )), ValueError,
+     r'pos_embed_positions \[4\] out of range; allowed are -1 .* to 3'),
+    (dict(pos_embed='learned', pos_embed_positions=(0.5, )), TypeError,
+     'pos_embed_positions must be an int or a sequence of ints'),
+    (dict(pos_embed='learned', pos_embed_positions=True), TypeError,
+     'pos_embed_positions'),
+])
+def test_bad_pos_embed_positions_are_explained(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        CPVT(TINY, **kwargs)
+
+
+def test_unpadded_peg_shrinks_the_map_for_what_follows():
+    """padding=0: the map after each PEG is k-1 smaller per axis; the
+    encoders, the tables and the featmaps after it take that size."""
+    model = CPVT(TINY, out_type='featmap', out_indices=(0, 1, 3),
+                 peg_positions=(-1, 1), peg_cfg=dict(padding=0),
+                 pos_embed='learned', pos_embed_positions=(-1, 2),
+                 img_size=128)
+    # 8x8 tokens at img_size, 6x6 after the PEG at -1, 4x4 after the one at 1
+    assert model.pos_embed.grid_size == (8, 8)
+    assert model.pos_embeds['2'].grid_size == (4, 4)
+    outs = model(torch.randn(2, 3, 160, 112))  # 10x7 tokens
+    assert [o.shape for o in outs] == [(2, 32, 8, 5), (2, 32, 6, 3),
+                                       (2, 32, 6, 3)]
+    # with a class token: the class token stays, the map shrinks
+    cls = CPVT(TINY, peg_cfg=dict(padding=0), rpe_cfg=dict(clip_distance=2))
+    assert cls(torch.randn(1, 3, 64, 64))[0].shape == (1, 32)
+    with pytest.raises(ValueError, match='leaves no token of a 1x1 map'):
+        cls(torch.randn(1, 3, 16, 16))
+
+
+def test_relative_position_encoding_in_every_encoder():
+    model = CPVT(TINY, peg_positions=(), rpe_cfg=dict(clip_distance=8))
+    tables = [layer.attn.rpe.relative_key_table for layer in model.layers]
+    assert len(tables) == 4 and len({t.data_ptr() for t in tables}) == 4
+    assert all(t.shape == (17**2 + 1, 16) for t in tables)
+    assert CPVT(TINY).layers[0].attn.rpe is None
+
+
+def test_new_options_compile_in_one_graph():
+    """The map size threaded through unpadded PEGs, tables at several
+    positions and the relative encoding trace in one graph."""
+    import torch._dynamo
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = CPVT(TINY, out_type='featmap', out_indices=(0, -1),
+                 pos_embed='learned', pos_embed_positions=(-1, 0, 1),
+                 peg_cfg=dict(padding=0), rpe_cfg=dict(clip_distance=2),
+                 img_size=64).eval()
+    compiled = torch.compile(model, backend='eager', fullgraph=True,
+                             dynamic=False)
+    for size in ((64, 64), (45, 83)):
+        x = torch.randn(2, 3, *size)
+        with torch.no_grad():
+            for a, b in zip(model(x), compiled(x)):
+                torch.testing.assert_close(a, b)

@@ -43,6 +43,29 @@ def test_qk_only_needs_a_next_encoder():
         CPVTQKOnly(TINY, peg_positions=(3, ))
 
 
+def test_qk_only_refuses_a_peg_that_shrinks_the_map():
+    # F(x) of a smaller map cannot be added to the unchanged tokens
+    with pytest.raises(ValueError, match='padding=0 shrinks'):
+        CPVTQKOnly(TINY, peg_cfg=dict(padding=0))
+
+
+def test_qk_only_with_relative_position_encoding():
+    torch.manual_seed(0)
+    qk = CPVTQKOnly(TINY, peg_positions=(0, ),
+                    rpe_cfg=dict(clip_distance=2)).eval()
+    with torch.no_grad():
+        out = qk(torch.randn(1, 3, 48, 64))[0]
+    assert out.shape == (1, 32) and torch.isfinite(out).all()
+    # the encoder fed by the PEG adds the relative bias to its logits too
+    blk = qk.layers[1]
+    y, pos = torch.randn(1, 13, 32), torch.randn(1, 13, 32)
+    with torch.no_grad():
+        with_rpe = blk.attn(y, (3, 4), qk_pos=pos)
+        blk.attn.rpe.relative_key_table.zero_()
+        without = blk.attn(y, (3, 4), qk_pos=pos)
+    assert not torch.allclose(with_rpe, without)
+
+
 def test_same_parameters_as_cpvt_and_the_token_stream_bypasses_the_peg():
     torch.manual_seed(0)
     qk = CPVTQKOnly(TINY, peg_positions=(-1, 1)).eval()

@@ -81,6 +81,9 @@ def test_frozen_stages_and_norm_eval():
     (dict(out_indices=(4, )), 'out_indices'),
     (dict(out_type='cls'), 'out_type'),
     (dict(patch_sizes=(4, 2)), 'patch_sizes'),
+    # its stages need a fixed map: no PEG that shrinks it
+    (dict(peg_cfg=dict(kernel_size=5, padding=1)),
+     'PVTPEG: peg_cfg padding=1 shrinks .* padding 2'),
 ])
 def test_bad_arguments_are_explained(kwargs, match):
     with pytest.raises(ValueError, match=match):

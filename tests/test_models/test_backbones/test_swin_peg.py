@@ -72,6 +72,8 @@ def test_classification_output_and_frozen_stages():
     (dict(peg_positions=(0, 0, 0, 2)), 'out of range'),
     (dict(out_indices=(5, )), 'out_indices'),
     (dict(out_type='cls_token'), 'out_type'),
+    # its stages need a fixed map: no PEG that shrinks it
+    (dict(peg_cfg=dict(padding=0)), 'SwinPEG: peg_cfg padding=0 shrinks'),
 ])
 def test_bad_arguments_are_explained(kwargs, match):
     with pytest.raises(ValueError, match=match):

@@ -27,3 +27,29 @@ def test_spatial_reduction_parameters():
 def test_heads_must_divide_dims():
     with pytest.raises(ValueError, match='divisible'):
         Attention(10, 3)
+
+
+def test_relative_position_bias_on_fused_and_explicit_paths():
+    torch.manual_seed(0)
+    attn = Attention(16, 4, rpe_cfg=dict(clip_distance=2)).eval()
+    x = torch.randn(2, 1 + 6 * 5, 16)  # a class token and a 6x5 map
+    fused = attn(x, (6, 5))
+    explicit, weights = attn(x, (6, 5), return_attn=True)
+    torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
+    # the logits are q.k / sqrt(d) plus the relative bias
+    q, k, _ = attn._split_heads(attn.qkv(x), 3).unbind(0)
+    bias = attn.rpe(q, (6, 5))
+    ref = ((q @ k.transpose(-2, -1)) * attn.scale + bias).softmax(-1)
+    torch.testing.assert_close(weights, ref)
+    # another bias (Swin's kind) adds to it
+    extra = torch.randn(31, 31)
+    _, weights = attn(x, (6, 5), attn_bias=extra, return_attn=True)
+    ref = ((q @ k.transpose(-2, -1)) * attn.scale + bias + extra).softmax(-1)
+    torch.testing.assert_close(weights, ref)
+
+
+def test_relative_position_encoding_is_optional_and_needs_no_reduction():
+    assert Attention(8, 2).rpe is None
+    assert not any('rpe' in n for n, _ in Attention(8, 2).named_parameters())
+    with pytest.raises(ValueError, match='rpe_cfg.*sr_ratio=2'):
+        Attention(8, 2, sr_ratio=2, rpe_cfg=dict(clip_distance=8))

@@ -77,10 +77,58 @@ def test_strided_peg_has_no_identity():
     assert peg(torch.randn(1, 36, 4), (6, 6)).shape == (1, 9, 8)
 
 
+def test_no_padding_shrinks_the_map_and_crops_the_identity():
+    """padding=0: F(x) + crop(x), the map k-1 smaller on each axis."""
+    C, H, W = 4, 6, 9
+    peg = PEG(C, C, padding=0)
+    assert n_params(peg) == n_params(PEG(C, C))  # the same convolution
+    assert peg.out_hw_shape((H, W)) == (H - 2, W - 2)
+    x = torch.randn(2, 1 + H * W, C)
+    out = peg(x, (H, W))
+    assert out.shape == (2, 1 + (H - 2) * (W - 2), C)
+    assert torch.equal(out[:, 0], x[:, 0])  # the class token bypasses it
+    conv = peg.proj[0]
+    feat = x[:, 1:].transpose(1, 2).reshape(2, C, H, W)
+    ref = F.conv2d(feat, conv.weight, conv.bias, groups=C) + \
+        feat[:, :, 1:-1, 1:-1]  # the centre crop of the input map
+    torch.testing.assert_close(out[:, 1:], ref.flatten(2).transpose(1, 2))
+
+
+@pytest.mark.parametrize('k, padding, num_layers, shrink', [
+    (3, None, 1, 0),
+    (3, 1, 1, 0),
+    (7, 0, 1, 6),
+    (7, 2, 1, 2),  # padding between 0 and (k-1)/2
+    (3, 0, 2, 4),  # each stacked convolution shrinks the map
+])
+def test_padding_sets_the_output_map(k, padding, num_layers, shrink):
+    C, H, W = 3, 9, 11
+    peg = PEG(C, C, kernel_size=k, padding=padding, num_layers=num_layers)
+    assert peg.out_hw_shape((H, W)) == (H - shrink, W - shrink)
+    out = peg(torch.randn(1, H * W, C), (H, W))
+    assert out.shape == (1, (H - shrink) * (W - shrink), C)
+    with torch.no_grad():  # F = 0 leaves the centre crop of the input
+        for p in peg.parameters():
+            p.zero_()
+    x = torch.randn(1, H * W, C)
+    c = shrink // 2
+    crop = x.reshape(1, H, W, C)[:, c:H - c, c:W - c].reshape(1, -1, C)
+    assert torch.equal(peg(x, (H, W)), crop)
+
+
+def test_a_map_too_small_for_an_unpadded_peg_is_explained():
+    with pytest.raises(ValueError, match='leaves no token of a 2x5 map'):
+        PEG(4, 4, padding=0)(torch.randn(1, 10, 4), (2, 5))
+
+
 @pytest.mark.parametrize('kwargs, match', [
     (dict(kernel_size=4), 'odd'),
     (dict(padding_mode='none'), 'padding_mode'),
     (dict(num_layers=0), 'num_layers'),
+    (dict(padding=2), r'padding .* from 0 to .* = 1, got 2'),
+    (dict(padding=-1), 'padding'),
+    (dict(padding=True), 'padding'),
+    (dict(kernel_size=7, padding=1.5), r'from 0 to .* = 3, got 1.5'),
 ])
 def test_bad_arguments_are_explained(kwargs, match):
     with pytest.raises(ValueError, match=match):

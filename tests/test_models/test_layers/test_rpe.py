@@ -1,0 +1,173 @@
+import pytest
+import torch
+
+from mmcpvt.models.backbones import CPVT
+from mmcpvt.models.layers import (RelativePositionEncoding2d,
+                                  relative_position_index)
+from tests.utils import SMALL_BACKBONES, n_params
+
+TINY = dict(embed_dims=32, num_layers=3, num_heads=2, feedforward_channels=64)
+
+
+def _coords(index, W, n=1):
+    """(y, x) on a W-wide map of token ``index`` after ``n`` extra ones."""
+    return divmod(index - n, W)
+
+
+def test_index_is_the_clipped_offset_and_the_class_row():
+    H, W, K = 4, 11, 3
+    index = relative_position_index((H, W), 1, K)
+    assert index.shape == (1 + H * W, 1 + H * W)
+    extra = (2 * K + 1)**2
+    # every pair with the class token, either way round, uses the extra row
+    assert (index[0] == extra).all() and (index[:, 0] == extra).all()
+    for i in range(1, 1 + H * W):
+        yi, xi = _coords(i, W)
+        for j in range(1, 1 + H * W):
+            yj, xj = _coords(j, W)
+            dy = max(-K, min(K, yj - yi))
+            dx = max(-K, min(K, xj - xi))
+            assert index[i, j] == (dy + K) * (2 * K + 1) + dx + K
+    assert index[1:, 1:].max() < extra
+
+
+def _rpe_and_queries(H, W, K=2, head_dims=8, n=1, seed=0):
+    torch.manual_seed(seed)
+    rpe = RelativePositionEncoding2d(head_dims, clip_distance=K)
+    q = torch.randn(2, 3, n + H * W, head_dims)
+    return rpe, q
+
+
+def test_bias_is_the_scaled_query_times_its_offset_row():
+    H, W = 3, 5
+    rpe, q = _rpe_and_queries(H, W)
+    bias = rpe(q, (H, W))
+    assert bias.shape == (2, 3, 1 + H * W, 1 + H * W)
+    index = relative_position_index((H, W), 1, rpe.clip_distance)
+    rows = rpe.relative_key_table[index]  # (N, N, head_dims)
+    ref = torch.einsum('bhid,ijd->bhij', q, rows) * 8**-0.5
+    torch.testing.assert_close(bias, ref)
+
+
+def test_pairs_with_the_same_clipped_offset_get_the_same_bias():
+    H, W, K = 2, 9, 2
+    rpe, q = _rpe_and_queries(H, W, K=K)
+    bias = rpe(q, (H, W))
+
+    def tok(y, x):
+        return 1 + y * W + x
+
+    i = tok(0, 0)
+    # offsets (0, 3), (0, 5) and (0, 8) all clip to (0, 2) = (0, K)
+    assert torch.equal(bias[..., i, tok(0, 3)], bias[..., i, tok(0, 5)])
+    assert torch.equal(bias[..., i, tok(0, 3)], bias[..., i, tok(0, 8)])
+    # offset (0, 1) is its own row: a different bias
+    assert not torch.allclose(bias[..., i, tok(0, 1)],
+                              bias[..., i, tok(0, 2)])
+    # the class token, as query or as key, uses the extra row
+    cls_row = q[..., 0, :] @ rpe.relative_key_table[-1] * rpe.scale
+    torch.testing.assert_close(bias[..., 0, :],
+                               cls_row[..., None].expand_as(bias[..., 0, :]))
+    extra_key = q @ rpe.relative_key_table[-1] * rpe.scale  # (B, h, N)
+    torch.testing.assert_close(bias[..., 0], extra_key)
+
+
+def test_bias_is_translation_equivariant_and_inductive():
+    """A query-key pair keeps its bias when both move together, in a larger
+    map than any seen before: the bias knows offsets, not positions."""
+    H, W, K = 3, 4, 2
+    (H2, W2), (oy, ox) = (7, 9), (3, 4)
+    rpe, q_small = _rpe_and_queries(H, W, K=K, n=0)
+    q_big = torch.randn(2, 3, H2 * W2, q_small.shape[-1])
+    # the small map's queries placed at offset (oy, ox) of the big map
+    big = q_big.view(2, 3, H2, W2, -1)
+    big[:, :, oy:oy + H, ox:ox + W] = q_small.view(2, 3, H, W, -1)
+    q_big = big.view(2, 3, H2 * W2, -1)
+    bias_small = rpe(q_small, (H, W))
+    bias_big = rpe(q_big, (H2, W2))
+    inside = torch.tensor([(y + oy) * W2 + x + ox for y in range(H)
+                           for x in range(W)])
+    torch.testing.assert_close(bias_big[..., inside[:, None], inside],
+                               bias_small)
+
+
+def test_parameter_count_and_init():
+    rpe = RelativePositionEncoding2d(64)
+    assert n_params(rpe) == (17**2 + 1) * 64 == 18_560  # K = 8, DeiT-Ti
+    assert 0 < rpe.relative_key_table.std() < 0.05  # trunc normal .02
+    model = CPVT('tiny', peg_positions=(), rpe_cfg=dict(clip_distance=8))
+    tables = [n for n, _ in model.named_parameters() if 'rpe' in n]
+    assert tables == [f'layers.{i}.attn.rpe.relative_key_table'
+                      for i in range(12)]
+    plain = CPVT('tiny', peg_positions=())
+    assert n_params(model) - n_params(plain) == 12 * 18_560
+
+
+def test_index_is_cached_per_map_size():
+    rpe, q = _rpe_and_queries(3, 4)
+    rpe(q, (3, 4))
+    rpe(q, (3, 4))
+    rpe(q[..., :1 + 6, :], (2, 3))
+    assert len(rpe._index_cache) == 2
+
+
+@pytest.mark.parametrize('kwargs, match', [
+    (dict(clip_distance=0), 'positive int'),
+    (dict(clip_distance=2.5), 'positive int'),
+    (dict(clip_distance=True), 'positive int'),
+])
+def test_bad_clip_distance_is_explained(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        RelativePositionEncoding2d(8, **kwargs)
+
+
+def test_missing_or_wrong_map_is_explained():
+    rpe, q = _rpe_and_queries(3, 4)
+    with pytest.raises(ValueError, match='hw_shape'):
+        rpe(q, None)
+    with pytest.raises(ValueError, match='13 tokens for a 4x4'):
+        rpe(q, (4, 4))
+
+
+def _rpe_backbone_cfg():
+    cfgs = [c for c in SMALL_BACKBONES['CPVT'] if 'rpe_cfg' in c]
+    assert cfgs, 'tests/utils.py lists no CPVT with a relative encoding'
+    return cfgs[0]
+
+
+def test_rpe_model_at_two_sizes_and_compiled_in_one_graph():
+    """Any input size (RPE needs no table of the map), and the index
+    built per size traces under torch.compile(fullgraph=True)."""
+    import torch._dynamo
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = CPVT(**_rpe_backbone_cfg()).eval()
+    compiled = torch.compile(model, backend='eager', fullgraph=True,
+                             dynamic=False)
+    for size in ((64, 64), (45, 83)):
+        x = torch.randn(2, 3, *size)
+        with torch.no_grad():
+            out, = model(x)
+            assert out.shape == (2, 32) and torch.isfinite(out).all()
+            torch.testing.assert_close(compiled(x)[0], out)
+
+
+def test_rpe_changes_the_output_and_is_trained():
+    torch.manual_seed(0)
+    model = CPVT(TINY, peg_positions=(), rpe_cfg=dict(clip_distance=2))
+    x = torch.randn(2, 3, 48, 64)
+    (model(x)[0] * torch.randn(2, 32)).sum().backward()
+    # (not the last encoder: only its class-token query reaches the output,
+    # and that query's bias is one value for every key, which the softmax
+    # ignores)
+    for layer in model.layers[:-1]:
+        assert layer.attn.rpe.relative_key_table.grad.abs().sum() > 0
+    with torch.no_grad():
+        ref = model.eval()(x)[0]
+        for layer in model.layers:
+            layer.attn.rpe.relative_key_table.zero_()
+        plain = CPVT(TINY, peg_positions=()).eval()
+        plain.load_state_dict(model.state_dict(), strict=False)
+        # a zero table adds nothing: the model without relative encoding
+        torch.testing.assert_close(model(x)[0], plain(x)[0])
+        assert not torch.allclose(ref, plain(x)[0])

@@ -1,0 +1,283 @@
+"""Attention matrices of one block (paper, Appendix, Figs. 5 and 6: the
+normalised attention scores of a head of the second encoder show whether
+tokens attend to their neighbours, i.e. whether they know where they are).
+
+The matrix comes from the block's own attention: its ``attend`` is wrapped
+for the duration so that it runs with ``return_attn=True`` (the explicit
+softmax path) and the weights are kept; nothing of the attention is
+recomputed here.
+"""
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .features import _eval_mode, _stages, block_module, list_blocks
+
+Query = Union[str, Tuple[int, int]]  # 'cls' or (row, column)
+
+
+@contextmanager
+def capture_attention(attn: nn.Module):
+    """Record the softmax weights of an :class:`Attention` (or subclass)
+    on every call: yields a list that receives (B, heads, N, N_kv) float32
+    CPU tensors. The module's outputs are unchanged."""
+    if not hasattr(attn, 'attend'):
+        raise TypeError(f'{type(attn).__name__} has no attend(); the '
+                        f'attention maps need mmcpvt\'s Attention')
+    original = attn.attend
+    store: List[torch.Tensor] = []
+
+    def attend(q, k, v, attn_bias=None, return_attn=False):
+        out, weights = original(q, k, v, attn_bias, True)
+        store.append(weights.detach().float().cpu())
+        return (out, weights) if return_attn else out
+
+    attn.attend = attend  # an instance attribute shadows the method
+    try:
+        yield store
+    finally:
+        del attn.attend
+
+
+@dataclass
+class AttentionMaps:
+    """The attention weights of one block over a batch of images.
+
+    Attributes:
+        attn (Tensor): (B, heads, N, N_kv) for global attention (N =
+            extra + H*W; N_kv = N, or the reduced map of a PVT block);
+            (B * windows, heads, ws*ws, ws*ws) for Swin windows. Rows sum
+            to one.
+        kind (str): 'global', 'spatial-reduction' (PVT, sr_ratio > 1) or
+            'window' (Swin).
+        hw_shape (tuple): (H, W) of the query tokens.
+        kv_hw_shape (tuple | None): (H', W') of the key tokens (None for
+            windows).
+        num_extra_tokens (int): Leading (class) tokens among the queries
+            and the keys.
+        stride (int): Input pixels per query token.
+        num_images (int): Images the weights are of. Defaults to 1.
+    """
+    attn: torch.Tensor
+    kind: str
+    hw_shape: Tuple[int, int]
+    kv_hw_shape: Optional[Tuple[int, int]]
+    num_extra_tokens: int
+    stride: int
+    num_images: int = 1
+
+    @property
+    def num_heads(self) -> int:
+        return self.attn.shape[1]
+
+    def matrix(self, image: int = 0, head: int = 0) -> torch.Tensor:
+        """The (N, N_kv) matrix of one head (of the first window of the
+        image for Swin)."""
+        if not 0 <= head < self.num_heads:
+            raise ValueError(f'head {head} out of range: this block has '
+                             f'{self.num_heads} heads (0 to '
+                             f'{self.num_heads - 1})')
+        if self.kind == 'window':
+            windows = self.attn.shape[0] // self.num_images
+            return self.attn[image * windows, head]
+        return self.attn[image, head]
+
+    def query_index(self, query: Query) -> int:
+        """The row of a query: 'cls' (the first extra token) or (row,
+        column) of a patch token."""
+        H, W = self.hw_shape
+        if isinstance(query, str):
+            if query == 'cls' and self.num_extra_tokens:
+                return 0
+            what = ("no class token" if not self.num_extra_tokens else
+                    "only 'cls' as a named query")
+            raise ValueError(f'query {query!r}: this block has {what}; give '
+                             f'ROW COL of a patch (0..{H - 1}, 0..{W - 1})')
+        r, c = query
+        if not (0 <= r < H and 0 <= c < W):
+            raise ValueError(f'query ({r}, {c}) outside the {H}x{W} token '
+                             f'grid (rows 0..{H - 1}, columns 0..{W - 1})')
+        return self.num_extra_tokens + r * W + c
+
+    def query_map(self, query: Query, image: int = 0,
+                  head: int = 0) -> torch.Tensor:
+        """The attention of one query over the key patch grid (H', W');
+        global and spatial-reduction attention only."""
+        if self.kind == 'window':
+            raise ValueError('per-query maps over the image need global '
+                             'attention; Swin attends within windows')
+        row = self.matrix(image, head)[self.query_index(query)]
+        n = self.num_extra_tokens
+        return row[n:].reshape(self.kv_hw_shape)
+
+
+def attention_maps(backbone: nn.Module,
+                   images: torch.Tensor,
+                   block: int,
+                   batch_size: int = 16) -> AttentionMaps:
+    """Run ``backbone`` on ``images`` and keep the attention weights of
+    block ``block`` (global index, see :func:`list_blocks`)."""
+    infos = list_blocks(backbone)
+    if not 0 <= block <= infos[-1].index:
+        raise ValueError(f'block {block} out of range for this '
+                         f'{type(backbone).__name__}: attention exists for '
+                         f'blocks 0 to {infos[-1].index}')
+    info = infos[block + 1]
+    stage = _stages(backbone)[info.stage]
+    module = block_module(backbone, block)
+    attn_module = getattr(module, 'attn', None)
+    if attn_module is None:
+        raise TypeError(f'{type(module).__name__} has no attn module')
+    hw = {}
+
+    def stage_hw(m, args, out):
+        hw['stage'] = tuple(out[1])  # (tokens, (H, W))
+
+    def block_hw(m, args):
+        # CPVT's map after a PEG without padding is smaller than the stage's
+        if len(args) > 1 and args[1] is not None:
+            hw['block'] = tuple(args[1])
+
+    handles = [
+        stage.hw_source.register_forward_hook(stage_hw),
+        module.register_forward_pre_hook(block_hw)
+    ]
+    device = next(backbone.parameters()).device
+    try:
+        with _eval_mode(backbone), torch.no_grad(), capture_attention(
+                attn_module) as store:
+            for start in range(0, len(images), batch_size):
+                backbone(images[start:start + batch_size].to(device))
+    finally:
+        for h in handles:
+            h.remove()
+    attn = torch.cat(store)
+    H, W = hw.get('block', hw['stage'])
+    if hasattr(module, 'window_size'):
+        return AttentionMaps(attn, 'window', (H, W), None, 0, info.stride,
+                             len(images))
+    sr = getattr(attn_module, 'sr_ratio', 1)
+    kind = 'spatial-reduction' if sr > 1 else 'global'
+    extra = attn.shape[2] - H * W
+    kv_hw = (H // sr, W // sr) if sr > 1 else (H, W)
+    return AttentionMaps(attn, kind, (H, W), kv_hw, extra, info.stride,
+                         len(images))
+
+
+# ---------------------------------------------------------------- figures
+
+
+def normalise(x: torch.Tensor) -> np.ndarray:
+    """Min-max scaled to [0, 1] (a constant array gives zeros)."""
+    x = x.detach().double().cpu().numpy()
+    span = x.max() - x.min()
+    return (x - x.min()) / span if span > 0 else np.zeros_like(x)
+
+
+def _figure(width: float, height: float):
+    # no pyplot: the Agg canvas only, no global backend change
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def save_matrix_png(matrix: torch.Tensor, path: str, title: str = ''):
+    """The matrix, min-max normalised, as a PNG with a colour bar."""
+    fig = _figure(6, 5)
+    ax = fig.add_subplot(1, 1, 1)
+    im = ax.imshow(normalise(matrix), cmap='viridis', interpolation='nearest')
+    ax.set_xlabel('key token')
+    ax.set_ylabel('query token')
+    ax.set_title(title, fontsize=9)
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def default_queries(maps: AttentionMaps) -> List[Query]:
+    """The centre and the top-left corner patch, and the class token if
+    there is one."""
+    H, W = maps.hw_shape
+    queries: List[Query] = [(H // 2, W // 2), (0, 0)]
+    return queries + (['cls'] if maps.num_extra_tokens else [])
+
+
+def save_query_overlay(maps: AttentionMaps, image_rgb: np.ndarray,
+                       queries: Sequence[Query], path: str, image: int = 0,
+                       head: int = 0, title: str = ''):
+    """The image with the queries marked, then for each query its
+    attention over the key patches (min-max normalised, upsampled by
+    nearest neighbour onto the image), side by side."""
+    from matplotlib.patches import Rectangle
+    Hi, Wi = image_rgb.shape[:2]
+    kv_stride = maps.stride * (maps.hw_shape[0] // maps.kv_hw_shape[0])
+    fig = _figure(3 * (1 + len(queries)), 3.4)
+    axes = [fig.add_subplot(1, 1 + len(queries), i + 1)
+            for i in range(1 + len(queries))]
+    axes[0].imshow(image_rgb)
+    axes[0].set_title('input', fontsize=9)
+    s = maps.stride
+    for ax, query in zip(axes[1:], queries):
+        heat = maps.query_map(query, image, head)  # (H', W')
+        heat = F.interpolate(
+            torch.as_tensor(normalise(heat))[None, None],
+            scale_factor=kv_stride, mode='nearest')[0, 0, :Hi, :Wi]
+        ax.imshow(image_rgb)
+        ax.imshow(heat.numpy(), cmap='jet', alpha=0.55, vmin=0, vmax=1,
+                  extent=(-0.5, heat.shape[1] - 0.5, heat.shape[0] - 0.5,
+                          -0.5))
+        row = maps.matrix(image, head)[maps.query_index(query)]
+        if query == 'cls':
+            label = 'query: class token'
+        else:
+            r, c = query
+            label = f'query: ({r}, {c})'
+            for a in (axes[0], ax):
+                a.add_patch(
+                    Rectangle((c * s - 0.5, r * s - 0.5), s, s, fill=False,
+                              edgecolor='white', linewidth=1.5))
+        if maps.num_extra_tokens:
+            label += f'\nto cls: {float(row[0]):.3f}'
+        ax.set_title(label, fontsize=9)
+    for ax in axes:
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def mean_attention_distance(maps: AttentionMaps, image: int = 0,
+                            head: int = 0) -> float:
+    """Attention-weighted distance between each patch query and the key
+    patches, in query tokens, averaged over the patch queries (attention
+    to extra tokens left out, the rest renormalised): small for a head that
+    attends to its neighbours (Fig. 5, DeiT and CPVT), about half the side
+    of a square map (0.52 x side) for one that attends everywhere alike
+    (Fig. 5, no position encoding).
+    """
+    if maps.kind == 'window':
+        raise ValueError('the attention distance here is for global '
+                         'attention; Swin attends within windows')
+    n = maps.num_extra_tokens
+    H, W = maps.hw_shape
+    Hk, Wk = maps.kv_hw_shape
+    a = maps.matrix(image, head)[n:, n:].double()
+    a = a / a.sum(1, keepdim=True).clamp_min(1e-12)
+
+    def centres(h, w, size):  # (h*w, 2) token centres in input pixels
+        rows, cols = torch.meshgrid(
+            torch.arange(h, dtype=torch.float64),
+            torch.arange(w, dtype=torch.float64), indexing='ij')
+        return (torch.stack((rows.flatten(), cols.flatten()), 1) + .5) * size
+
+    s = maps.stride
+    d = torch.cdist(centres(H, W, s), centres(Hk, Wk, s * H / Hk))
+    return float((a * d).sum(1).mean() / s)

@@ -1,0 +1,154 @@
+"""The three command lines, as a user runs them (one subprocess each, on a
+tiny CPVT config with random images), and their errors for bad input
+(in-process)."""
+import importlib.util
+import json
+import os.path as osp
+
+import numpy as np
+import pytest
+import torch
+
+from mmcpvt.analysis import build_model
+from tests import utils
+from tests.utils import ROOT, explain
+
+TOOLS = {
+    'position_probe': 'tools/analysis_tools/position_probe.py',
+    'translation_equivariance':
+    'tools/analysis_tools/translation_equivariance.py',
+    'vis_attention': 'tools/visualization/vis_attention.py',
+}
+BASE = osp.join(ROOT, 'configs', 'cpvt', 'cpvt-tiny_4xb256_in1k.py')
+
+
+@pytest.fixture(scope='module')
+def tiny_config(tmp_path_factory):
+    """CPVT-Ti's config with a 2-encoder, 32-channel backbone; random
+    images are 64 px (4x4 tokens), the test pipeline gives 224 px."""
+    path = tmp_path_factory.mktemp('cfg') / 'cpvt-tiny-tiny.py'
+    path.write_text(
+        f'_base_ = {BASE!r}\n'
+        'model = dict(\n'
+        '    backbone=dict(arch=dict(_delete_=True, embed_dims=32, '
+        'num_layers=2,\n'
+        '                           num_heads=2, feedforward_channels=64),\n'
+        '                  img_size=64, drop_path_rate=0.),\n'
+        '    head=dict(in_channels=32))\n')
+    return str(path)
+
+
+@pytest.fixture(scope='module')
+def checkpoint(tiny_config, tmp_path_factory):
+    model, _, _ = build_model(tiny_config)
+    path = tmp_path_factory.mktemp('ckpt') / 'tiny.pth'
+    torch.save({'state_dict': model.state_dict(), 'meta': {}}, path)
+    return str(path)
+
+
+def load_tool(name):
+    spec = importlib.util.spec_from_file_location(
+        f'_analysis_cli_{name}', osp.join(ROOT, TOOLS[name]))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run(name, *args):
+    # a few seconds of CPU each (mostly imports), but on a shared 2-core
+    # machine a run has been seen to wait minutes for it
+    return utils.run_tool(osp.join(ROOT, TOOLS[name]), *args, timeout=900)
+
+
+def test_position_probe_cli(tiny_config, checkpoint, tmp_path):
+    out = tmp_path / 'probe.json'
+    proc = run('position_probe', tiny_config, checkpoint, '--block', 'input',
+               '1', '--random-images', '--num-images', '8', '--out',
+               str(out))
+    assert proc.returncode == 0, explain(proc)
+    assert 'R2 all' in proc.stdout and 'block 1' in proc.stdout
+    assert 'tensors of the model loaded' in proc.stderr
+    data = json.loads(out.read_text())
+    assert [b['block'] for b in data['blocks']] == [-1, 1]
+    assert data['blocks'][0]['grid'] == [4, 4]
+    assert set(data['blocks'][0]) >= {'all', 'interior', 'border'}
+
+
+def test_translation_equivariance_cli(tiny_config, tmp_path):
+    out = tmp_path / 'eq.json'
+    proc = run('translation_equivariance', tiny_config, '--random-images',
+               '--num-images', '2', '--shifts', '1', '2', '--mode', 'zero',
+               '--out', str(out))
+    assert proc.returncode == 0, explain(proc)
+    assert 'interior' in proc.stdout and 'block 1' in proc.stdout
+    data = json.loads(out.read_text())
+    assert [b['block'] for b in data['blocks']] == [-1, 0, 1]
+    # the patch embedding alone is exactly equivariant where the image is
+    assert data['blocks'][0]['all'] < 1e-5
+
+
+def test_vis_attention_cli(tiny_config, checkpoint, tmp_path):
+    import cv2
+    image = tmp_path / 'img.png'
+    cv2.imwrite(str(image),
+                np.random.default_rng(0).integers(0, 255, (240, 300, 3),
+                                                  dtype=np.uint8))
+    proc = run('vis_attention', tiny_config, checkpoint, str(image),
+               '--block', '1', '--head', '1', '--query', '3', '4',
+               '--query', 'cls', '--out-dir', str(tmp_path / 'vis'),
+               '--save-npy')
+    assert proc.returncode == 0, explain(proc)
+    stem = tmp_path / 'vis' / 'img_block1_head1'
+    for suffix in ('_matrix.png', '_queries.png'):
+        assert osp.getsize(f'{stem}{suffix}') > 1000
+    matrix = np.load(f'{stem}_matrix.npy')
+    # 224 px test crop, 16 px patches: 1 class token + 14x14 patches
+    assert matrix.shape == (197, 197)
+    assert np.allclose(matrix.sum(-1), 1, atol=1e-5)
+
+
+def errors_of(capsys, name, *argv):
+    with pytest.raises(SystemExit) as e:
+        load_tool(name).main(list(argv))
+    assert e.value.code != 0
+    return capsys.readouterr().err
+
+
+def test_bad_input_is_refused_clearly(tiny_config, checkpoint, tmp_path,
+                                      capsys):
+    err = errors_of(capsys, 'position_probe', tiny_config, '--block', '5',
+                    '--random-images')
+    assert 'block 5 out of range' in err and '-1 (input) to 1' in err
+    err = errors_of(capsys, 'translation_equivariance', tiny_config,
+                    '--mode', 'reflect')
+    assert "unknown --mode 'reflect'" in err and 'circular' in err
+    err = errors_of(capsys, 'position_probe', 'nowhere.py')
+    assert 'config file not found: nowhere.py' in err
+    err = errors_of(capsys, 'translation_equivariance', tiny_config,
+                    'nowhere.pth')
+    assert 'checkpoint file not found: nowhere.pth' in err
+    err = errors_of(capsys, 'vis_attention', tiny_config, checkpoint,
+                    'nowhere.jpg')
+    assert 'image file not found: nowhere.jpg' in err
+    # the config's ImageNet data are not here
+    err = errors_of(capsys, 'position_probe', tiny_config, '--num-images',
+                    '2', '--cfg-options',
+                    f'test_dataloader.dataset.data_root={tmp_path}')
+    assert 'could not read the config\'s test data' in err
+    assert '--random-images' in err
+    image = tmp_path / 'img.png'
+    import cv2
+    cv2.imwrite(str(image), np.zeros((64, 64, 3), np.uint8))
+    err = errors_of(capsys, 'vis_attention', tiny_config, checkpoint,
+                    str(image), '--query', '14', '0')
+    assert 'outside the 14x14 token grid' in err
+    err = errors_of(capsys, 'vis_attention', tiny_config, checkpoint,
+                    str(image), '--block', '-1')
+    assert 'has no attention' in err
+
+
+def test_help_has_an_example():
+    for name in TOOLS:
+        with pytest.raises(SystemExit) as e:
+            load_tool(name).parse_args(['--help'])
+        assert e.value.code == 0

@@ -1,0 +1,186 @@
+"""block_features: which blocks, what shapes, and that they are what the
+backbones themselves return at out_indices."""
+import pytest
+import torch
+
+from mmcpvt.analysis import (INPUT, block_features, build_model,
+                             get_backbone, list_blocks, load_weights,
+                             resolve_block)
+from mmcpvt.models.layers import nchw_to_nlc, nlc_to_nchw
+from tests.test_analysis.helpers import PVT_ARCH, SWIN_ARCH, build, images
+
+
+def test_cpvt_blocks_and_shapes():
+    model = build(peg_positions=(-1, 0), out_type='cls_token')
+    infos = list_blocks(model)
+    assert [i.index for i in infos] == [INPUT, 0, 1, 2]
+    assert [i.name for i in infos] == ['input', 'block 0', 'block 1',
+                                       'block 2']
+    assert [i.peg_after for i in infos] == [True, True, False, False]
+    feats = block_features(model, images(3), batch_size=2)
+    assert list(feats) == [INPUT, 0, 1, 2]
+    # class token dropped: 8x8 patch tokens of 32 channels
+    assert all(f.shape == (3, 32, 8, 8) for f in feats.values())
+    assert list(block_features(model, images(1), blocks=[1])) == [1]
+
+
+@pytest.mark.parametrize('kwargs', [
+    dict(peg_positions=(0, 1)),
+    dict(peg_positions=(-1, 2), pos_embed='learned'),
+    dict(peg_positions=(), pos_embed='sincos2d', with_cls_token=True),
+])
+def test_cpvt_features_are_its_own_outputs(kwargs):
+    x = images(2)
+    for i in range(3):
+        model = build(out_type='featmap', out_indices=i, final_norm=False,
+                      **kwargs)
+        out = model(x)[0]
+        assert torch.allclose(block_features(model, x)[i], out, atol=1e-6)
+
+
+@pytest.mark.parametrize('kwargs, sizes', [
+    # a PEG without padding shrinks the map: 8x8 -> 6x6 after block 0
+    (dict(peg_positions=(0, ), peg_cfg=dict(padding=0)), [8, 6, 6, 6]),
+    (dict(peg_positions=(-1, 1), peg_cfg=dict(padding=0)), [6, 6, 4, 4]),
+    # position tables after encoders, the last one included
+    (dict(peg_positions=(2, ), pos_embed='learned',
+          pos_embed_positions=(-1, 0, 2)), [8, 8, 8, 8]),
+])
+def test_cpvt_features_follow_the_map_and_tables_between_blocks(
+        kwargs, sizes):
+    x = images(2)
+    for i in range(3):
+        model = build(out_type='featmap', out_indices=i, final_norm=False,
+                      **kwargs)
+        out = model(x)[0]
+        assert torch.allclose(block_features(model, x)[i], out, atol=1e-6)
+    feats = block_features(model, x)
+    assert [f.shape[-1] for f in feats.values()] == sizes
+
+
+def test_qk_only_blocks_receive_the_unchanged_tokens():
+    x = images(2)
+    for i in range(3):
+        model = build('CPVTQKOnly', peg_positions=(-1, 0, 1),
+                      out_type='featmap', out_indices=i, final_norm=False)
+        assert torch.allclose(block_features(model, x)[i], model(x)[0],
+                              atol=1e-6)
+
+
+def test_pvt_blocks_shapes_and_stage_outputs():
+    model = build('PVTPEG', arch=PVT_ARCH, peg_positions=(0, (0, 1), 0, -1),
+                  drop_path_rate=0.)
+    infos = list_blocks(model)
+    assert [(i.stage, i.block) for i in infos] == [(0, -1), (0, 0), (1, 0),
+                                                   (1, 1), (2, 0), (3, 0)]
+    assert [i.stride for i in infos] == [4, 4, 8, 8, 16, 32]
+    assert infos[3].name == 'stage 1 block 1' and infos[3].peg_after
+    x = images(2)
+    feats = block_features(model, x)
+    dims = [8, 8, 16, 16, 24, 32]
+    sizes = [16, 16, 8, 8, 4, 2]
+    for info, c, s in zip(infos, dims, sizes):
+        assert feats[info.index].shape == (2, c, s, s)
+    outs = model(x)
+    last_of_stage = [0, 2, 3, 4]
+    for stage, index in enumerate(last_of_stage):
+        f = feats[index]
+        # the last stage's norm comes after the blocks
+        tokens = model.norms[stage](nchw_to_nlc(f))
+        assert torch.allclose(nlc_to_nchw(tokens, f.shape[-2:]),
+                              outs[stage], atol=1e-5)
+
+
+def test_swin_blocks_shapes_and_stage_outputs():
+    model = build('SwinPEG', arch=SWIN_ARCH, window_size=4,
+                  drop_path_rate=0.)
+    infos = list_blocks(model)
+    assert len(infos) == 1 + 8
+    assert [i.stride for i in infos] == [4, 4, 4, 8, 8, 16, 16, 32, 32]
+    x = images(2)
+    feats = block_features(model, x)
+    for info in infos:
+        c = 8 * 2**info.stage
+        s = 64 // info.stride
+        assert feats[info.index].shape == (2, c, s, s)
+    outs = model(x)
+    for stage, index in enumerate([1, 3, 5, 7]):
+        f = feats[index]
+        tokens = model.norms[stage](nchw_to_nlc(f))
+        assert torch.allclose(nlc_to_nchw(tokens, f.shape[-2:]),
+                              outs[stage], atol=1e-5)
+
+
+def test_resolve_block_and_its_errors():
+    cpvt = build()
+    assert resolve_block(cpvt, 'input') == INPUT
+    assert resolve_block(cpvt, '2') == 2
+    with pytest.raises(ValueError, match=r'allowed: -1 \(input\) to 2'):
+        resolve_block(cpvt, 3)
+    pvt = build('PVTPEG', arch=PVT_ARCH)
+    assert resolve_block(pvt, '1.1') == 2
+    assert resolve_block(pvt, (3, 0)) == 4
+    with pytest.raises(ValueError, match='stages have 1, 2, 1, 1 blocks'):
+        resolve_block(pvt, '1.2')
+    with pytest.raises(ValueError, match='not a block'):
+        resolve_block(pvt, 'last')
+
+
+def test_hooks_are_removed_and_mode_restored():
+    model = build().train()
+    block_features(model, images(1))
+    assert model.training
+    assert not any(m._forward_hooks or m._forward_pre_hooks
+                   for m in model.modules())
+
+
+TINY_CLS = dict(
+    type='ImageClassifier',
+    backbone=dict(type='CPVT', arch=dict(embed_dims=32, num_layers=2,
+                                         num_heads=2, feedforward_channels=64),
+                  img_size=32, patch_size=8),
+    head=dict(type='LinearClsHead', num_classes=3, in_channels=32))
+
+
+def _config(tmp_path, **backbone):
+    from mmengine.config import Config
+    model = dict(TINY_CLS, backbone=dict(TINY_CLS['backbone'], **backbone))
+    return Config(dict(model=model, default_scope='mmpretrain'))
+
+
+def test_build_model_and_load_weights(tmp_path):
+    cfg = _config(tmp_path, init_cfg=dict(type='Pretrained',
+                                          checkpoint='nowhere.pth'))
+    src, _, report = build_model(cfg)  # Pretrained dropped, random weights
+    assert report is None and not src.training
+    # the random weights are seeded, the caller's random state untouched
+    state = torch.random.get_rng_state()
+    again, _, _ = build_model(cfg)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert all(torch.equal(a, b) for a, b in zip(
+        src.state_dict().values(), again.state_dict().values()))
+    whole = tmp_path / 'whole.pth'
+    torch.save({'state_dict': src.state_dict(), 'meta': {}}, whole)
+    dst, _, report = build_model(_config(tmp_path), str(whole))
+    assert report['target'] == 'model'
+    assert report['loaded'] == report['total']
+    assert report['backbone_loaded'] == report['backbone_total'] > 0
+    for a, b in zip(src.state_dict().values(), dst.state_dict().values()):
+        assert torch.equal(a, b)
+    # a bare backbone checkpoint goes into the backbone
+    bare = tmp_path / 'bare.pth'
+    torch.save(get_backbone(src).state_dict(), bare)
+    report = load_weights(dst, str(bare))
+    assert report['target'] == 'backbone'
+    assert report['loaded'] == report['total']
+    # nothing fits: refused
+    other = tmp_path / 'other.pth'
+    torch.save({'state_dict': {'foo.weight': torch.zeros(1)}}, other)
+    with pytest.raises(ValueError, match='none of the .* tensors'):
+        load_weights(dst, str(other))
+    # wrong shapes: refused
+    small, _, _ = build_model(_config(tmp_path, patch_size=4))
+    with pytest.raises(RuntimeError, match='does not fit'):
+        load_weights(small, str(whole))
+    with pytest.raises(FileNotFoundError, match='checkpoint file not found'):
+        load_weights(dst, str(tmp_path / 'missing.pth'))

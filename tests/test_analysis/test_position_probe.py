@@ -1,0 +1,56 @@
+"""The position probe against known answers: a large random position
+table gives position away, no position encoding on random images does
+not."""
+import math
+
+import pytest
+import torch
+
+from mmcpvt.analysis import block_features, position_probe
+from mmcpvt.analysis.position_probe import border_mask, format_table
+from tests.test_analysis.helpers import build, images
+
+
+def test_recovers_position_from_a_learned_table():
+    model = build(peg_positions=(), pos_embed='learned', img_size=32)
+    with torch.no_grad():
+        # a large random table: position outweighs the noise images' content
+        model.pos_embed.pos_embed.normal_(0, 3.)
+    feats = block_features(model, images(16, size=32), blocks=[-1, 0])
+    for maps in feats.values():  # 4x4 tokens of 32 channels
+        scores = position_probe(maps)
+        assert scores['all']['r2'] > 0.9, scores['all']
+        assert scores['all']['mae'] < 0.3
+
+
+def test_finds_no_position_without_position_encoding():
+    model = build(peg_positions=(), pos_embed='none', img_size=32)
+    feats = block_features(model, images(16, size=32), blocks=[-1, 2])
+    for maps in feats.values():
+        scores = position_probe(maps)
+        assert scores['all']['r2'] < 0.2, scores['all']
+        assert scores['all']['mae'] > 0.7  # about the mean guess (1.0)
+
+
+def test_exact_on_linear_features_and_regions():
+    # channels 0 and 1 are (2 * row, -col): a perfect fit everywhere
+    H, W = 5, 6
+    rows, cols = torch.meshgrid(torch.arange(H.__float__()),
+                                torch.arange(W.__float__()), indexing='ij')
+    maps = torch.stack((2 * rows, -cols, torch.ones(H, W)))
+    maps = maps[None].repeat(4, 1, 1, 1) + 1e-3 * torch.randn(4, 3, H, W)
+    scores = position_probe(maps, border=1, alpha=1e-6)
+    for region in ('all', 'interior', 'border'):
+        assert scores[region]['r2'] > 0.999
+        assert scores[region]['mae'] < 0.01
+    assert scores['interior']['tokens'] == 2 * 3 * 4
+    assert scores['border']['tokens'] == 2 * (30 - 12)
+    assert border_mask(5, 6, 2).sum() == 30 - 1 * 2
+    table = format_table([dict(name='block 0', grid=[H, W], **scores)])
+    assert 'block 0' in table and '1.000' in table
+    # an empty interior gives NaN, not an error
+    small = position_probe(torch.randn(2, 3, 2, 2), border=1)
+    assert small['interior']['tokens'] == 0
+    assert math.isnan(small['interior']['r2'])
+    with pytest.raises(ValueError, match='at least 2 images'):
+        position_probe(torch.randn(1, 3, 4, 4))

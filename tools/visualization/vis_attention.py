@@ -1,0 +1,138 @@
+"""The attention matrix of one head of one block on an image, as in the
+paper's Figs. 5 and 6 (normalised attention scores of a head of the second
+encoder), and the attention of a few query tokens over the image.
+
+Writes to --out-dir: <image>_block<B>_head<H>_matrix.png (the N x N
+matrix, class token first if any, min-max normalised), ..._queries.png
+(the input, then each query's attention over the patches, upsampled onto
+the image; default queries: the centre and the top-left patch, and the
+class token if there is one) and, with --save-npy, ..._matrix.npy (the
+softmax weights, rows summing to one). PVT blocks with spatial reduction
+give N x N' matrices over the reduced key map; Swin blocks attend in
+windows: for them only the matrix of the first window is drawn (--save-npy
+keeps every window), the per-query overlay needs global attention.
+
+Examples::
+
+    # the paper's figure: second encoder (block 1), first head
+    python tools/visualization/vis_attention.py \\
+        configs/cpvt/cpvt-tiny_4xb256_in1k.py CKPT demo.jpg \\
+        --block 1 --head 0 --out-dir work_dirs/attn
+    # DeiT baseline, own queries (row, column; or cls)
+    python tools/visualization/vis_attention.py \\
+        configs/cpvt/deit-tiny_4xb256_in1k.py CKPT demo.jpg --block 2 \\
+        --query 7 7 --query 0 13 --query cls --save-npy
+"""
+import argparse
+import os
+import os.path as osp
+import sys
+
+import numpy as np
+
+try:
+    import mmcpvt  # noqa: F401
+except ImportError:  # not installed: run from a clone
+    sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(
+        osp.abspath(__file__)))))
+    import mmcpvt  # noqa: F401
+from mmcpvt.analysis import cli  # noqa: E402
+from mmcpvt.analysis.attention import (  # noqa: E402
+    attention_maps, default_queries, mean_attention_distance,
+    save_matrix_png, save_query_overlay)
+from mmcpvt.analysis.features import image_from_file, list_blocks  # noqa
+
+
+def parse_query(parser, values):
+    if values == ['cls']:
+        return 'cls'
+    try:
+        row, col = (int(v) for v in values)
+    except ValueError:
+        parser.error(f'--query takes ROW COL (patch token) or cls, got '
+                     f'{" ".join(values)}')
+    return row, col
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.split('\n\n')[0],
+        epilog=__doc__.split('\n\n', 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    cli.add_model_args(parser, checkpoint_required=True)
+    parser.add_argument('image', help='image file; the config\'s test '
+                        'pipeline and data preprocessor prepare it')
+    parser.add_argument('--block', default='1',
+                        help='block: global index or STAGE.BLOCK (default '
+                        '1, the second encoder)')
+    parser.add_argument('--head', type=int, default=0,
+                        help='attention head (default 0)')
+    parser.add_argument(
+        '--query', nargs='+', action='append', metavar='ROW COL',
+        help='a query token: ROW COL of a patch, or cls; repeat for more')
+    parser.add_argument('--out-dir', default='work_dirs/vis_attention',
+                        help='where the files go (default '
+                        'work_dirs/vis_attention)')
+    parser.add_argument('--save-npy', action='store_true',
+                        help='also save the matrix as .npy')
+    args = parser.parse_args(argv)
+    if not osp.isfile(args.image):
+        parser.error(f'image file not found: {args.image}')
+    args.query = None if args.query is None else [
+        parse_query(parser, q) for q in args.query
+    ]
+    return parser, args
+
+
+def main(argv=None):
+    parser, args = parse_args(argv)
+    model, backbone, cfg = cli.load(parser, args)
+    block = cli.blocks(parser, backbone, [args.block])[0]
+    if block < 0:
+        parser.error('--block -1 (the input) has no attention; give a block '
+                     f'0 to {list_blocks(backbone)[-1].index}')
+    try:
+        batch, rgb = image_from_file(cfg, model, args.image)
+        maps = attention_maps(backbone, batch, block)
+        matrix = maps.matrix(0, args.head)
+        queries = args.query or (default_queries(maps)
+                                 if maps.kind != 'window' else [])
+        for q in queries:
+            maps.query_index(q)  # checks the range
+    except ValueError as e:
+        parser.error(str(e))
+    name = next(i.name for i in list_blocks(backbone) if i.index == block)
+    image_name = osp.splitext(osp.basename(args.image))[0]
+    stem = osp.join(args.out_dir,
+                    f'{image_name}_block{block}_head{args.head}')
+    os.makedirs(args.out_dir, exist_ok=True)
+    H, W = maps.hw_shape
+    extra = (f'{maps.num_extra_tokens} class token + '
+             if maps.num_extra_tokens else '')
+    title = (f'{type(backbone).__name__} {name}, head {args.head}: '
+             f'{matrix.shape[0]}x{matrix.shape[1]} ({extra}{H}x{W} patches'
+             f'{", " + maps.kind if maps.kind != "global" else ""})')
+    print(title)
+    print(f'rows sum to one: max |sum - 1| = '
+          f'{float((matrix.sum(-1) - 1).abs().max()):.1e}')
+    save_matrix_png(matrix, stem + '_matrix.png', title)
+    written = [stem + '_matrix.png']
+    if maps.kind == 'window':
+        print('Swin attends within windows: drawn is the first window\'s '
+              'matrix; the per-query overlay needs global attention')
+    else:
+        print(f'mean attention distance: '
+              f'{mean_attention_distance(maps, 0, args.head):.2f} tokens')
+        save_query_overlay(maps, rgb, queries, stem + '_queries.png',
+                           head=args.head, title=title)
+        written.append(stem + '_queries.png')
+    if args.save_npy:
+        array = maps.attn[:, args.head] if maps.kind == 'window' else matrix
+        np.save(stem + '_matrix.npy', array.numpy())
+        written.append(stem + '_matrix.npy')
+    for path in written:
+        print(f'wrote {path}')
+
+
+if __name__ == '__main__':
+    main()

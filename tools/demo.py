@@ -287,23 +287,13 @@ def load_config(config: str):
 
 def save_untrained(config: str, path: str):
     """The model of ``config`` as initialised, before any training."""
-    import importlib
-
-    import torch
-    from mmengine.registry import init_default_scope
-
-    import mmcpvt  # noqa: F401
     from mmengine.logging import MMLogger
+
+    from mmcpvt.utils.evaluation import save_untrained as save
 
     # the current logger, at WARNING: no table of every parameter's init
     MMLogger.get_instance('mmcpvt_demo', log_level='WARNING')
-    cfg = load_config(config)
-    init_default_scope(cfg.default_scope)
-    registry = importlib.import_module(f'{cfg.default_scope}.registry')
-    torch.manual_seed(0)
-    model = registry.MODELS.build(cfg.model)
-    model.init_weights()
-    torch.save({'state_dict': model.state_dict(), 'meta': {}}, path)
+    save(load_config(config), path)
 
 
 def data_spec(task: Task, cfg, quick: bool = False) -> dict:

@@ -1,0 +1,183 @@
+"""Setting up an evaluation from a config: the test resolution (the test
+pipeline's resize and crop rewritten for one size) and the config's model as
+initialised, saved as a checkpoint (the untrained baseline).
+
+The task follows the config's ``default_scope``: ``mmpretrain``
+(classification), ``mmdet`` (detection) or ``mmseg`` (segmentation). The
+protocols, i.e. what a test size means:
+
+- classification, ``'resize-crop'`` (the default; DeiT's test transform):
+  the shorter side resized to ``size * 256 // 224`` (a 0.875 crop ratio),
+  then the centre ``size`` x ``size`` crop: ``ResizeEdge(scale=size * 256
+  // 224, edge='short')`` + ``CenterCrop(crop_size=size)``.
+- classification, ``'resize'``: the whole image resized to ``size`` x
+  ``size`` (aspect ratio not kept), no crop: ``Resize(scale=(size, size))``.
+
+  Both replace the config's ``ResizeEdge``, ``CenterCrop`` and ``Resize``
+  steps, at the place of the first one, keeping its ``backend`` and
+  ``interpolation``.
+- detection and segmentation, ``'short-side'``: every ``Resize`` of the test
+  pipeline gets the config's ``scale`` times ``size / min(scale)``, e.g.
+  ``(1333, 800)`` becomes ``(round(1333 * size / 800), size)``; its other
+  arguments (``keep_ratio``) stay. With ``keep_ratio=True`` (every config
+  here), the image is scaled so that its shorter side is ``size``, unless its
+  longer side would then pass ``round(1333 * size / 800)``, which it is
+  scaled to instead: the config's own rule, at another size.
+
+Every other transform is left as it is.
+"""
+import copy
+import importlib
+from typing import List, Optional
+
+TASKS = {
+    'mmpretrain': 'classification',
+    'mmdet': 'detection',
+    'mmseg': 'segmentation',
+}
+# The first protocol of each task is its default.
+PROTOCOLS = {
+    'classification': ('resize-crop', 'resize'),
+    'detection': ('short-side', ),
+    'segmentation': ('short-side', ),
+}
+# The transforms each task's protocols rewrite.
+SIZE_TRANSFORMS = {
+    'classification': ('ResizeEdge', 'CenterCrop', 'Resize'),
+    'detection': ('Resize', ),
+    'segmentation': ('Resize', ),
+}
+
+
+def config_task(cfg) -> str:
+    """``'classification'``, ``'detection'`` or ``'segmentation'``, from the
+    config's ``default_scope``."""
+    scope = cfg.get('default_scope', None)
+    if scope not in TASKS:
+        raise ValueError(
+            f'the config\'s default_scope is {scope!r}; the test size can be '
+            f'set for {", ".join(sorted(TASKS))} configs')
+    return TASKS[scope]
+
+
+def transform_name(transform: dict) -> str:
+    """A transform's type without its scope: ``'mmdet.Resize'`` ->
+    ``'Resize'``."""
+    kind = transform.get('type')
+    if isinstance(kind, str):
+        return kind.rsplit('.', 1)[-1]
+    return getattr(kind, '__name__', str(kind))
+
+
+def pipeline_dataset(cfg):
+    """The dataset config of ``cfg.test_dataloader`` that holds the test
+    pipeline (inside dataset wrappers, under their ``dataset`` key)."""
+    dataset = cfg.test_dataloader.get('dataset')
+    while dataset is not None and 'pipeline' not in dataset:
+        dataset = dataset.get('dataset')
+    if dataset is None:
+        raise ValueError('test_dataloader.dataset (or a dataset it wraps) '
+                         'has no pipeline')
+    return dataset
+
+
+def _cls_pipeline(pipeline: list, size: int, protocol: str) -> list:
+    known = SIZE_TRANSFORMS['classification']
+    found = [i for i, t in enumerate(pipeline) if transform_name(t) in known]
+    resizes = [pipeline[i] for i in found
+               if transform_name(pipeline[i]) != 'CenterCrop']
+    # the config's resampling, where it sets one
+    resample = {k: resizes[0][k] for k in ('backend', 'interpolation')
+                if resizes and k in resizes[0]}
+    if protocol == 'resize-crop':
+        new = [
+            dict(type='ResizeEdge', scale=size * 256 // 224, edge='short',
+                 **resample),
+            dict(type='CenterCrop', crop_size=size)
+        ]
+    else:  # 'resize'
+        new = [dict(type='Resize', scale=(size, size), **resample)]
+    rest = [t for i, t in enumerate(pipeline) if i not in found]
+    return rest[:found[0]] + new + rest[found[0]:]
+
+
+def _short_side(scale, size: int):
+    """``scale`` times ``size / min(scale)`` (an int scale is square)."""
+    if isinstance(scale, int):
+        return size
+    short = min(scale)
+    return tuple(size if s == short else round(s * size / short)
+                 for s in scale)
+
+
+def _dense_pipeline(pipeline: list, size: int) -> list:
+    new = []
+    for i, t in enumerate(pipeline):
+        t = copy.deepcopy(t)
+        if transform_name(t) == 'Resize':
+            if t.get('scale') is None:
+                raise ValueError(
+                    f'test pipeline step {i} ({t["type"]}) resizes by '
+                    f'scale_factor={t.get("scale_factor")}, not to a scale: '
+                    'there is no size to set; give it a scale in the config')
+            t['scale'] = _short_side(t['scale'], size)
+        new.append(t)
+    return new
+
+
+def resized_pipeline(pipeline: List[dict], size: int, task: str,
+                     protocol: Optional[str] = None) -> List[dict]:
+    """A copy of the test ``pipeline`` of a ``task`` config, with its resize
+    and crop rewritten for ``size`` by ``protocol`` (the task's default if
+    None); see the module's docstring.
+
+    Raises:
+        ValueError: ``size`` is not positive, the protocol is not one of the
+            task's, or the pipeline has no transform that sets the size.
+    """
+    if size <= 0:
+        raise ValueError(f'the test size must be positive, got {size}')
+    protocols = PROTOCOLS[task]
+    protocol = protocol or protocols[0]
+    if protocol not in protocols:
+        raise ValueError(
+            f'protocol {protocol!r} is not one of {task}: '
+            f'{", ".join(protocols)}')
+    known = SIZE_TRANSFORMS[task]
+    names = [transform_name(t) for t in pipeline]
+    if not any(n in known for n in names):
+        raise ValueError(
+            f'the test pipeline of this {task} config has none of the '
+            f'transforms that set the test size ({", ".join(known)}); its '
+            f'transforms are: {", ".join(names) or "none"}. Add one to '
+            'test_dataloader.dataset.pipeline')
+    pipeline = [copy.deepcopy(dict(t)) for t in pipeline]
+    if task == 'classification':
+        return _cls_pipeline(pipeline, size, protocol)
+    return _dense_pipeline(pipeline, size)
+
+
+def set_test_size(cfg, size: int, protocol: Optional[str] = None) -> list:
+    """Rewrite the test pipeline of ``cfg`` in place for ``size`` (see
+    :func:`resized_pipeline`) and return it."""
+    dataset = pipeline_dataset(cfg)
+    dataset.pipeline = resized_pipeline(dataset.pipeline, size,
+                                        config_task(cfg), protocol)
+    return dataset.pipeline
+
+
+def save_untrained(cfg, path: str, seed: int = 0) -> None:
+    """The model of ``cfg`` as initialised (``init_weights`` after seeding
+    torch with ``seed``), saved as a checkpoint at ``path``. A backbone
+    ``init_cfg`` of type ``Pretrained`` is loaded, as training would."""
+    import torch
+    from mmengine.registry import init_default_scope
+
+    import mmcpvt  # noqa: F401  (registers the backbones)
+    scope = cfg.get('default_scope', 'mmengine')
+    init_default_scope(scope)
+    registry = importlib.import_module(f'{scope}.registry')
+    torch.manual_seed(seed)
+    model = registry.MODELS.build(cfg.model)
+    model.init_weights()
+    torch.save({'state_dict': model.state_dict(), 'meta': {}}, path)

@@ -1,0 +1,297 @@
+"""tools/analysis_tools/eval_resolutions.py: the resolution sweep without
+fine-tuning, run as a user runs it.
+
+Classification: a tiny CPVT-GAP config over a generated ImageNet-layout set
+(the config of test_train_e2e.py) is trained for a few epochs with
+tools/train.py, then the untrained and the trained model are swept over two
+sizes. Detection and segmentation: the tiny RetinaNet and Semantic FPN
+PVT-T+PEG configs of test_det_seg_e2e.py over generated COCO / ADE20K sets,
+untrained, two sizes each. The pipeline rewrite of each protocol is checked
+in-process on the real configs; bad inputs in-process and once as a
+subprocess.
+"""
+import json
+import math
+import os.path as osp
+import re
+import sys
+
+import pytest
+from mmengine.config import Config
+from PIL import Image
+
+from mmcpvt.utils import evaluation
+from tests.test_tools.test_analysis_tools import load_tool
+from tests.test_tools.test_det_seg_e2e import (DET_BASE, DET_CONFIG, K,
+                                               SEG_BASE, SEG_CONFIG)
+from tests.test_tools.test_train_e2e import BASE_CONFIG, TEST_CONFIG
+from tests.utils import ROOT, explain, run_tool
+
+sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
+from make_ade20k import make_ade20k  # noqa: E402
+from make_coco import coco_classes, make_coco  # noqa: E402
+from make_imagenet import make_imagenet  # noqa: E402
+
+TOOL = 'tools/analysis_tools/eval_resolutions.py'
+CLS_CONFIG = osp.join(ROOT, 'configs', 'cpvt', 'cpvt-tiny_4xb256_in1k.py')
+SIZE = 48  # training size of the tiny classifier
+# seconds a tool may take: a few CPU seconds, far longer on a busy machine
+TIMEOUT = 900
+
+
+def tiny_cls_config(tmp_path):
+    """The tiny classifier's config over a generated ImageNet-layout set."""
+    root = str(tmp_path / 'imagenet')
+    make_imagenet(root, num_classes=4, train_per_class=16, val_per_class=8,
+                  size=SIZE, seed=0)
+    config = tmp_path / 'cpvt_tiny.py'
+    config.write_text(TEST_CONFIG.format(
+        base=BASE_CONFIG, data_root=root, size=SIZE, resize=SIZE * 8 // 7,
+        k=4))
+    return str(config)
+
+
+def finite_metrics(report, label, metric):
+    """The model's ``metric`` at each size of the report, checked finite."""
+    model = next(m for m in report['models'] if m['label'] == label)
+    values = [model['metrics'][str(s)][metric] for s in report['sizes']]
+    assert all(math.isfinite(v) for v in values), values
+    return values
+
+
+def test_cls_sweep_untrained_and_trained(tmp_path):
+    config = tiny_cls_config(tmp_path)
+    work_dir = str(tmp_path / 'train')
+    proc = run_tool('tools/train.py', config, '--work-dir', work_dir,
+                    '--cfg-options', 'train_cfg.max_epochs=6',
+                    'train_cfg.val_interval=6',
+                    'default_hooks.checkpoint.interval=6', timeout=TIMEOUT)
+    assert proc.returncode == 0, explain(proc)
+    ckpt = osp.join(work_dir, 'epoch_6.pth')
+
+    out = str(tmp_path / 'sweep')
+    proc = run_tool(TOOL, config, ckpt, '--no-checkpoint', '--sizes',
+                    str(SIZE), '64', '--out-dir', out, timeout=TIMEOUT)
+    assert proc.returncode == 0, explain(proc)
+    # a progress line per run, then the table
+    assert re.search(r'epoch_6\.pth: size 2/2 \(64 px\): accuracy/top1 '
+                     r'[\d.]+ \(\d+ s; elapsed [\d:]+, ETA 0:00:00\)',
+                     proc.stdout), explain(proc)
+    assert re.search(rf'model +{SIZE}\* +64\nuntrained +[\d.]+ +[\d.]+\n'
+                     r'epoch_6\.pth +[\d.]+ +[\d.]+', proc.stdout), \
+        explain(proc)
+
+    with open(osp.join(out, 'eval_resolutions.json')) as f:
+        report = json.load(f)
+    assert report['sizes'] == [SIZE, 64]
+    assert report['train_size'] == SIZE
+    assert report['metric'] == 'accuracy/top1'
+    assert [m['label'] for m in report['models']] == [
+        'untrained', 'epoch_6.pth']
+    before = finite_metrics(report, 'untrained', 'accuracy/top1')
+    after = finite_metrics(report, 'epoch_6.pth', 'accuracy/top1')
+    assert all(b != a for b, a in zip(before, after)), (before, after)
+    assert after[0] > before[0]  # the checkpoint was loaded and learned
+
+    with Image.open(osp.join(out, 'eval_resolutions.png')) as png:
+        png.verify()
+        assert png.format == 'PNG' and png.size[0] > 100
+    # the runner ran the rewritten pipeline (it dumps the config it ran)
+    ran = Config.fromfile(
+        osp.join(out, 'runs', 'epoch_6.pth', '64', 'cpvt_tiny.py'))
+    assert [t.get('crop_size') for t in ran.test_dataloader.dataset.pipeline
+            if t['type'] == 'CenterCrop'] == [64]
+
+
+def test_det_sweep(tmp_path):
+    data_root = str(tmp_path / 'coco') + '/'
+    make_coco(data_root, num_train=1, num_val=4, size=160, num_classes=K,
+              seed=0)
+    config = tmp_path / 'retinanet_tiny.py'
+    config.write_text(DET_CONFIG.format(
+        base=DET_BASE, data_root=data_root, classes=coco_classes(K), k=K))
+    out = str(tmp_path / 'sweep')
+    proc = run_tool(TOOL, str(config), '--no-checkpoint', '--sizes', '96',
+                    '128', '--out-dir', out, timeout=TIMEOUT)
+    assert proc.returncode == 0, explain(proc)
+    assert '96 px: Resize(scale=(144, 96), keep_ratio=True)' in proc.stdout
+    with open(osp.join(out, 'eval_resolutions.json')) as f:
+        report = json.load(f)
+    assert report['metric'] == 'coco/bbox_mAP'
+    for metric in ('coco/bbox_mAP', 'coco/bbox_mAP_50'):
+        assert all(v >= 0 for v in finite_metrics(report, 'untrained',
+                                                  metric))
+    assert osp.isfile(osp.join(out, 'eval_resolutions.png'))
+
+
+def test_seg_sweep(tmp_path):
+    from mmseg.datasets import ADE20KDataset
+    info = make_ade20k(str(tmp_path / 'ade'), num_train=1, num_val=2,
+                       size=64, num_classes=K, seed=0)
+    config = tmp_path / 'fpn_tiny.py'
+    config.write_text(SEG_CONFIG.format(
+        base=SEG_BASE, data_root=info['data_root'],
+        classes=ADE20KDataset.METAINFO['classes'][:K], k=K))
+    out = str(tmp_path / 'sweep')
+    proc = run_tool(TOOL, str(config), '--no-checkpoint', '--sizes', '64',
+                    '96', '--out-dir', out, timeout=TIMEOUT)
+    assert proc.returncode == 0, explain(proc)
+    with open(osp.join(out, 'eval_resolutions.json')) as f:
+        report = json.load(f)
+    assert report['metric'] == 'mIoU'
+    assert report['test_pipelines']['96'][1]['scale'] == [256, 96]
+    finite_metrics(report, 'untrained', 'mIoU')
+
+
+# ------------------------------------------------------ pipeline rewrite
+
+
+def pipeline_at(config, size, protocol=None):
+    cfg = Config.fromfile(config)
+    return evaluation.set_test_size(cfg, size, protocol)
+
+
+def test_cls_protocols():
+    """DeiT's resize-crop and the whole-image resize on the real CPVT
+    config; the config's pillow/bicubic resampling is kept."""
+    resample = dict(backend='pillow', interpolation='bicubic')
+    pipeline = pipeline_at(CLS_CONFIG, 384)  # the default: resize-crop
+    assert pipeline == [
+        dict(type='LoadImageFromFile'),
+        dict(type='ResizeEdge', scale=438, edge='short', **resample),
+        dict(type='CenterCrop', crop_size=384),
+        dict(type='PackInputs'),
+    ]
+    for size, short in ((160, 182), (224, 256), (448, 512), (512, 585)):
+        assert pipeline_at(CLS_CONFIG, size)[1]['scale'] == short
+    assert pipeline_at(CLS_CONFIG, 160, 'resize') == [
+        dict(type='LoadImageFromFile'),
+        dict(type='Resize', scale=(160, 160), **resample),
+        dict(type='PackInputs'),
+    ]
+    # a Resize-only pipeline gets DeiT's transform for resize-crop
+    only_resize = [dict(type='LoadImageFromFile'),
+                   dict(type='mmpretrain.Resize', scale=(64, 64)),
+                   dict(type='PackInputs')]
+    assert evaluation.resized_pipeline(
+        only_resize, 96, 'classification') == [
+            dict(type='LoadImageFromFile'),
+            dict(type='ResizeEdge', scale=109, edge='short'),
+            dict(type='CenterCrop', crop_size=96),
+            dict(type='PackInputs'),
+    ]
+    # the runner builds what the rewrite gives, and it yields the size
+    import numpy as np
+    from mmengine.dataset import Compose
+    from mmengine.registry import init_default_scope
+    init_default_scope('mmpretrain')
+    for protocol in ('resize-crop', 'resize'):
+        steps = pipeline_at(CLS_CONFIG, 96, protocol)[1:-1]
+        out = Compose(steps)(dict(img=np.zeros((120, 200, 3), np.uint8)))
+        assert out['img'].shape[:2] == (96, 96)
+
+
+@pytest.mark.parametrize('config, size, scale', [
+    ('configs/retinanet_pvt_tiny_peg_1x_coco.py', 512, (853, 512)),
+    ('configs/retinanet_pvt_tiny_peg_1x_coco.py', 800, (1333, 800)),
+    ('configs/pvt_peg/fpn_pvt-t-peg_4xb4-80k_ade20k-512x512.py', 256,
+     (1024, 256)),
+])
+def test_dense_short_side(config, size, scale):
+    """The test Resize's scale: the config's times size / its shorter
+    entry, keep_ratio kept; the rest of the pipeline as it was."""
+    cfg = Config.fromfile(osp.join(ROOT, config))
+    before = [dict(t) for t in cfg.test_dataloader.dataset.pipeline]
+    after = evaluation.set_test_size(cfg, size)
+    assert cfg.test_dataloader.dataset.pipeline == after
+    i = [t['type'] for t in before].index('Resize')
+    assert after[i] == dict(before[i], scale=scale)
+    assert after[i]['keep_ratio'] is True
+    assert after[:i] + after[i + 1:] == before[:i] + before[i + 1:]
+
+
+def test_rewrite_errors():
+    pipeline = [dict(type='LoadImageFromFile'), dict(type='PackInputs')]
+    with pytest.raises(ValueError, match='none of the transforms that set '
+                       r'the test size \(ResizeEdge, CenterCrop, Resize\); '
+                       'its transforms are: LoadImageFromFile, PackInputs'):
+        evaluation.resized_pipeline(pipeline, 96, 'classification')
+    with pytest.raises(ValueError, match="'short-side' is not one of "
+                       'classification: resize-crop, resize'):
+        pipeline_at(CLS_CONFIG, 96, 'short-side')
+    with pytest.raises(ValueError, match='must be positive, got 0'):
+        pipeline_at(CLS_CONFIG, 0)
+    with pytest.raises(ValueError, match='scale_factor=0.5'):
+        evaluation.resized_pipeline(
+            [dict(type='Resize', scale_factor=0.5, keep_ratio=True)], 96,
+            'detection')
+
+
+# ------------------------------------------------------------ bad input
+
+
+@pytest.fixture(scope='module')
+def tool():
+    return load_tool('eval_resolutions')
+
+
+def test_help_documents_protocols(tool):
+    text = tool.build_parser().format_help()
+    for word in ('resize-crop', 'short-side', '256 // 224',
+                 'resize their tables bicubically', '--no-checkpoint'):
+        assert word in text
+
+
+def bad(tool, capsys, *argv):
+    """The tool's error message for ``argv``; it must exit with status 2."""
+    with pytest.raises(SystemExit) as e:
+        tool.main(list(argv))
+    assert e.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_bad_inputs(tool, capsys, tmp_path):
+    ckpt = tmp_path / 'a.pth'
+    ckpt.write_bytes(b'')
+    no_test = tmp_path / 'no_test.py'
+    no_test.write_text("default_scope = 'mmpretrain'\n"
+                       "model = dict(type='ImageClassifier')\n")
+    no_resize = tmp_path / 'no_resize.py'
+    no_resize.write_text(
+        f'_base_ = {CLS_CONFIG!r}\n'
+        "test_dataloader = dict(dataset=dict(pipeline=[\n"
+        "    dict(type='LoadImageFromFile'), dict(type='PackInputs')]))\n")
+    cases = [
+        (['missing.py', str(ckpt)], 'config file not found: missing.py'),
+        ([CLS_CONFIG], 'give at least one CHECKPOINT; to evaluate the model '
+         'as initialised, pass --no-checkpoint'),
+        ([CLS_CONFIG, 'nope.pth'], 'checkpoint file not found: nope.pth'),
+        ([CLS_CONFIG, str(ckpt), '--sizes', '224', '0'],
+         "a size is a positive number of pixels, got '0'"),
+        ([CLS_CONFIG, str(ckpt), '--sizes', 'big'],
+         "a size is a positive number of pixels, got 'big'"),
+        ([CLS_CONFIG, str(ckpt), '--protocol', 'crop'],
+         "invalid choice: 'crop'"),
+        ([CLS_CONFIG, str(ckpt), '--protocol', 'short-side'],
+         '--protocol short-side is not one of classification: resize-crop, '
+         'resize'),
+        ([CLS_CONFIG, str(ckpt), '--labels', 'a', 'b'],
+         '--labels gives 2 names for 1 checkpoints'),
+        ([str(no_test), str(ckpt)],
+         'has no test_dataloader and no test_evaluator: there is no test '
+         'loop to run'),
+        ([str(no_resize), str(ckpt)],
+         'its transforms are: LoadImageFromFile, PackInputs'),
+    ]
+    for argv, message in cases:
+        err = bad(tool, capsys, *argv)
+        assert message in err, (argv, err)
+
+
+def test_bad_input_as_a_user_sees_it(tmp_path):
+    missing = str(tmp_path / 'no_such.pth')
+    proc = run_tool(TOOL, CLS_CONFIG, missing, '--sizes', '224',
+                    timeout=TIMEOUT)
+    assert proc.returncode == 2, explain(proc)
+    assert f'checkpoint file not found: {missing}' in proc.stderr
+    assert 'Traceback' not in proc.stderr

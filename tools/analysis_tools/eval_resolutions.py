@@ -1,0 +1,434 @@
+"""Evaluate checkpoints at several test resolutions, without fine-tuning.
+
+The resolution sweep of the CPVT paper (Table 2 and the LE+RPE table:
+models trained at 224 tested at 160, 224, 384, 448 and 512), for any
+mmpretrain classifier (top-1/top-5), mmdet detector (COCO mAP, mAP@50) or
+mmseg segmentor (mIoU). Each (checkpoint, size) is one ``runner.test()`` of
+the config's own test loop and evaluator (an mmengine Runner built from the
+config, as ``tools/test.py`` does, in this one process); only the test
+pipeline's resize/crop changes with the size. The table and the plot show
+the task's main metric (accuracy/top1, coco/bbox_mAP, mIoU; ``--metric``
+picks another), the JSON file every metric.
+
+What a size means (``--protocol``; the paper gives none):
+
+- classification, ``resize-crop`` (default; DeiT's test transform): the
+  shorter side resized to ``size * 256 // 224`` (a 0.875 crop ratio: 160 ->
+  182, 224 -> 256, 384 -> 438, 448 -> 512, 512 -> 585), then the centre
+  ``size`` x ``size`` crop.
+- classification, ``resize``: the whole image resized to ``size`` x
+  ``size``, no crop.
+
+  Both replace the config's ResizeEdge / CenterCrop / Resize steps, keeping
+  the resize's backend and interpolation.
+- detection and segmentation, ``short-side`` (the only one): the test
+  Resize's scale is the config's times ``size / min(scale)``: mmdet's
+  (1333, 800) becomes (round(1333 * size / 800), size), mmseg's ADE20K
+  (2048, 512) becomes (4 * size, size). With keep_ratio (as in every config
+  here) the image is scaled so that its shorter side is ``size``, unless its
+  longer side would then pass the scale's longer entry, which it is scaled
+  to instead: the config's own rule at its own size.
+
+The rewrite is by transform type (mmcpvt/utils/evaluation.py); a config
+whose test pipeline has none of those types is refused, naming the types it
+has. Learned position tables need nothing here: mmcpvt's learned PE and
+mmpretrain's VisionTransformer resize their tables bicubically to the input
+themselves, so DeiT-style baselines are swept as they are.
+
+``--no-checkpoint`` adds the config's model as initialised (``init_weights``
+with seed 0, saved once to OUT/untrained.pth so that every size tests the
+same weights), labelled ``untrained``: a baseline, or a test without
+training.
+
+Output, into ``--out-dir`` (default work_dirs/eval_resolutions/<config
+name>): a progress line per run, a table (a row per checkpoint, a column per
+size, the main metric), ``eval_resolutions.json`` (every metric of every
+run, the test pipeline of each size; written after each run) and
+``eval_resolutions.png`` (main metric vs size, a line per checkpoint, the
+training size marked where the config tells it). Each run's runner logs go
+to OUT/runs/<label>/<size>/ (its console output to console.log there).
+
+Examples::
+
+    python tools/analysis_tools/eval_resolutions.py \\
+        configs/cpvt/cpvt-tiny_4xb256_in1k.py cpvt-tiny.pth \\
+        --sizes 160 224 384 448 512
+    python tools/analysis_tools/eval_resolutions.py CONFIG a.pth b.pth \\
+        --labels seed0 seed1 --protocol resize --no-checkpoint
+    python tools/analysis_tools/eval_resolutions.py \\
+        configs/retinanet_pvt_tiny_peg_1x_coco.py epoch_12.pth \\
+        --sizes 480 640 800 960
+"""
+import argparse
+import copy
+import datetime
+import gc
+import json
+import os
+import os.path as osp
+import re
+import sys
+import time
+from contextlib import redirect_stderr, redirect_stdout
+from typing import List, Optional
+
+from mmengine.config import Config, DictAction
+
+try:
+    import mmcpvt  # noqa: F401  (registers modules, checkpoint allow-list)
+except ImportError:  # not installed: run from a clone
+    sys.path.insert(
+        0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
+    import mmcpvt  # noqa: F401
+from mmcpvt.utils.evaluation import (PROTOCOLS,  # noqa: E402
+                                     SIZE_TRANSFORMS, config_task,
+                                     pipeline_dataset, resized_pipeline,
+                                     save_untrained, transform_name)
+from mmcpvt.utils.runner import apply_common_args, build_runner  # noqa: E402
+
+PAPER_SIZES = [160, 224, 384, 448, 512]
+UNTRAINED = 'untrained'
+# The main metric of each task (the table and the plot), where the
+# evaluator reports it; else its first one.
+MAIN_METRIC = {
+    'classification': 'accuracy/top1',
+    'detection': 'coco/bbox_mAP',
+    'segmentation': 'mIoU',
+}
+FORMAT = {'classification': '{:.2f}', 'detection': '{:.3f}',
+          'segmentation': '{:.2f}'}
+ALL_PROTOCOLS = sorted({p for ps in PROTOCOLS.values() for p in ps})
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value <= 0:
+        raise argparse.ArgumentTypeError(
+            f'a size is a positive number of pixels, got {text!r}')
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('config', help='mmpretrain, mmdet or mmseg config')
+    parser.add_argument(
+        'checkpoint', nargs='*',
+        help='checkpoint files, one row each (at least one, unless '
+        '--no-checkpoint)')
+    parser.add_argument(
+        '--sizes', type=positive_int, nargs='+', default=PAPER_SIZES,
+        help='test sizes in pixels (the crop side for resize-crop, the '
+        'image side for resize, the shorter side for short-side). '
+        f'Defaults to the paper\'s {" ".join(map(str, PAPER_SIZES))}')
+    parser.add_argument(
+        '--protocol', choices=ALL_PROTOCOLS,
+        help='what a size means: resize-crop (classification, default) or '
+        'resize (classification); short-side (detection and segmentation, '
+        'their default). See above')
+    parser.add_argument(
+        '--no-checkpoint', action='store_true',
+        help='also (or only) evaluate the model as initialised, labelled '
+        f'{UNTRAINED!r}')
+    parser.add_argument(
+        '--labels', nargs='+',
+        help='one name per checkpoint for the table, JSON and plot; '
+        'defaults to the file names')
+    parser.add_argument(
+        '--metric',
+        help='the metric of the table and the plot, as the evaluator names '
+        'it; defaults to accuracy/top1, coco/bbox_mAP or mIoU')
+    parser.add_argument(
+        '--out-dir',
+        help='defaults to work_dirs/eval_resolutions/<config name>')
+    parser.add_argument(
+        '--cfg-options', nargs='+', action=DictAction,
+        help='override settings in the config, key=value pairs as in '
+        'tools/test.py, e.g. test_dataloader.batch_size=32')
+    return parser
+
+
+def default_labels(checkpoints: List[str]) -> List[str]:
+    """The file names, or the paths as given where two names are equal."""
+    names = [osp.basename(c) for c in checkpoints]
+    return names if len(set(names)) == len(names) else list(checkpoints)
+
+
+def parse_args(argv=None):
+    """The arguments, checked; bad ones end with ``parser.error`` (exit
+    status 2)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not osp.isfile(args.config):
+        parser.error(f'config file not found: {args.config}')
+    if not args.checkpoint and not args.no_checkpoint:
+        parser.error('give at least one CHECKPOINT; to evaluate the model '
+                     'as initialised, pass --no-checkpoint')
+    for ckpt in args.checkpoint:
+        if '://' not in ckpt and not osp.isfile(ckpt):
+            parser.error(f'checkpoint file not found: {ckpt}')
+    if args.labels is None:
+        args.labels = default_labels(args.checkpoint)
+    elif len(args.labels) != len(args.checkpoint):
+        parser.error(f'--labels gives {len(args.labels)} names for '
+                     f'{len(args.checkpoint)} checkpoints')
+    labels = args.labels + ([UNTRAINED] if args.no_checkpoint else [])
+    if len(set(labels)) != len(labels):
+        parser.error(f'the labels must differ, got {labels}')
+    args.sizes = sorted(set(args.sizes))
+    args.out_dir = args.out_dir or osp.join(
+        'work_dirs', 'eval_resolutions',
+        osp.splitext(osp.basename(args.config))[0])
+    return parser, args
+
+
+def load_config(parser, args) -> Config:
+    """The config with ``--cfg-options`` applied, checked for a test loop;
+    the task and protocol set on ``args``."""
+    cfg = Config.fromfile(args.config)
+    # the runs' work dirs are under the output directory; one process
+    args.work_dir, args.launcher = args.out_dir, 'none'
+    cfg = apply_common_args(cfg, args)
+    missing = [k for k in ('test_dataloader', 'test_evaluator')
+               if not cfg.get(k, None)]
+    if missing:
+        parser.error(f'{args.config} has no {" and no ".join(missing)}: '
+                     'there is no test loop to run; add them to the config '
+                     'or with --cfg-options')
+    if not cfg.get('test_cfg', None):
+        cfg.test_cfg = dict(type='TestLoop')
+    try:
+        args.task = config_task(cfg)
+        pipeline_dataset(cfg)
+    except ValueError as e:
+        parser.error(f'{args.config}: {e}')
+    protocols = PROTOCOLS[args.task]
+    args.protocol = args.protocol or protocols[0]
+    if args.protocol not in protocols:
+        parser.error(f'--protocol {args.protocol} is not one of '
+                     f'{args.task}: {", ".join(protocols)}')
+    cfg.resume = False  # a run loads its checkpoint, never resumes
+    return cfg
+
+
+def training_size(cfg, task: str) -> Optional[int]:
+    """The side the model was trained at, where the config says it: the
+    square RandomResizedCrop (or backbone ``img_size``) of a classifier,
+    the shorter side of a fixed training Resize of a detector or
+    segmentor; None otherwise (multi-scale training, say)."""
+
+    def square(scale):
+        if isinstance(scale, int):
+            return scale
+        if isinstance(scale, (list, tuple)) and len(set(scale)) == 1:
+            return int(scale[0])
+        return None
+
+    dataset = cfg.get('train_dataloader', {}).get('dataset', {})
+    while dataset and 'pipeline' not in dataset:
+        dataset = dataset.get('dataset', {})
+    pipeline = dataset.get('pipeline', []) if dataset else []
+    types = {transform_name(t): t for t in pipeline}
+    if task == 'classification':
+        if 'RandomResizedCrop' in types:
+            return square(types['RandomResizedCrop'].get('scale'))
+        return square(cfg.model.get('backbone', {}).get('img_size'))
+    scale = types.get('Resize', {}).get('scale')
+    if isinstance(scale, int):
+        return scale
+    return int(min(scale)) if scale else None
+
+
+def describe(pipeline: List[dict], task: str) -> str:
+    """The size-setting steps of a pipeline, e.g.
+    ``ResizeEdge(scale=438, edge=short) CenterCrop(crop_size=384)``."""
+    keys = ('scale', 'edge', 'crop_size', 'keep_ratio')
+    return ' '.join(
+        f'{transform_name(t)}('
+        + ', '.join(f'{k}={t[k]}' for k in keys if k in t) + ')'
+        for t in pipeline if transform_name(t) in SIZE_TRANSFORMS[task])
+
+
+def run_test(cfg: Config, console_path: str) -> dict:
+    """``runner.test()`` of ``cfg``; the runner's console output goes to
+    ``console_path`` (its log file is in its work dir as usual)."""
+    with open(console_path, 'w') as console, redirect_stdout(console), \
+            redirect_stderr(console):
+        runner = build_runner(cfg)
+        try:
+            return runner.test()
+        finally:
+            # the logger outlives the runner: detach it from the file
+            for handler in list(runner.logger.handlers):
+                if getattr(handler, 'stream', None) is console:
+                    runner.logger.removeHandler(handler)
+
+
+def slug(label: str) -> str:
+    return re.sub(r'[^\w.-]+', '_', label)
+
+
+def pick_metric(requested: Optional[str], task: str, metrics: dict) -> str:
+    """``requested``, else the task's main metric where the evaluator
+    reports it, else its first numeric one."""
+    numeric = [k for k, v in metrics.items()
+               if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if requested:
+        if requested not in numeric:
+            raise ValueError(f'--metric {requested}: the evaluator reports '
+                             f'{", ".join(numeric) or "no number"}')
+        return requested
+    if MAIN_METRIC[task] in numeric:
+        return MAIN_METRIC[task]
+    if not numeric:
+        raise ValueError(f'the evaluator reports no number: {metrics}')
+    return numeric[0]
+
+
+def hms(seconds: float) -> str:
+    return str(datetime.timedelta(seconds=round(seconds)))
+
+
+def table(results: dict, sizes: List[int], metric: str, fmt: str,
+          train_size: Optional[int]) -> str:
+    """Rows: models; columns: sizes; cells: ``metric``."""
+    heads = [f'{s}*' if s == train_size else str(s) for s in sizes]
+    first = max(len('model'), *(len(k) for k in results))
+    cells = {label: [fmt.format(m[str(s)][metric]) if str(s) in m else '-'
+                     for s in sizes] for label, m in results.items()}
+    width = max([len(h) for h in heads] +
+                [len(c) for row in cells.values() for c in row])
+    lines = [f'{"model":<{first}}  ' + '  '.join(f'{h:>{width}}'
+                                                  for h in heads)]
+    for label, row in cells.items():
+        lines.append(f'{label:<{first}}  ' +
+                     '  '.join(f'{c:>{width}}' for c in row))
+    if train_size in sizes:
+        lines.append('* the training size')
+    return '\n'.join(lines)
+
+
+def plot(path: str, results: dict, sizes: List[int], metric: str,
+         train_size: Optional[int], title: str, xlabel: str) -> None:
+    """Main metric vs size, one line per model; the training size as a
+    dashed vertical line."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for label, metrics in results.items():
+        xs = [s for s in sizes if str(s) in metrics]
+        ax.plot(xs, [metrics[str(s)][metric] for s in xs], marker='o',
+                label=label)
+    if train_size is not None:
+        ax.axvline(train_size, color='grey', linestyle='--', linewidth=1,
+                   label=f'training size ({train_size})')
+    ax.set_xticks(sizes)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(metric)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv=None):
+    parser, args = parse_args(argv)
+    cfg = load_config(parser, args)
+    task, sizes, out_dir = args.task, args.sizes, args.out_dir
+    try:
+        pipelines = {
+            s: resized_pipeline(pipeline_dataset(cfg).pipeline, s, task,
+                                args.protocol) for s in sizes}
+    except ValueError as e:
+        parser.error(f'{args.config}: {e}')
+    os.makedirs(out_dir, exist_ok=True)
+    name = osp.splitext(osp.basename(args.config))[0]
+    train_size = training_size(cfg, task)
+    models = list(zip(args.labels, args.checkpoint))
+    if args.no_checkpoint:
+        untrained = osp.join(out_dir, 'untrained.pth')
+        with open(osp.join(out_dir, 'untrained.log'), 'w') as log, \
+                redirect_stdout(log), redirect_stderr(log):
+            save_untrained(cfg, untrained)
+        models.insert(0, (UNTRAINED, untrained))
+
+    def say(text):
+        print(f'[eval_resolutions] {text}', flush=True)
+
+    say(f'{name} ({task}, protocol {args.protocol}): {len(models)} '
+        f'model(s) x {len(sizes)} size(s); output in {out_dir}')
+    for s in sizes:
+        say(f'  {s:>4} px: {describe(pipelines[s], task)}')
+
+    json_path = osp.join(out_dir, 'eval_resolutions.json')
+    results = {label: {} for label, _ in models}
+    report = dict(
+        config=args.config, task=task,
+        scope=cfg.default_scope, protocol=args.protocol, metric=None,
+        sizes=sizes, train_size=train_size,
+        test_pipelines={str(s): p for s, p in pipelines.items()},
+        models=[dict(label=label, checkpoint=ckpt,
+                     untrained=label == UNTRAINED and args.no_checkpoint,
+                     metrics=results[label]) for label, ckpt in models])
+    metric, fmt = args.metric, FORMAT[task]
+    total, done, t0 = len(models) * len(sizes), 0, time.time()
+    for label, ckpt in models:
+        for i, size in enumerate(sizes, 1):
+            run_cfg = copy.deepcopy(cfg)
+            pipeline_dataset(run_cfg).pipeline = copy.deepcopy(
+                pipelines[size])
+            run_cfg.load_from = ckpt
+            run_cfg.work_dir = osp.join(out_dir, 'runs', slug(label),
+                                        str(size))
+            run_cfg.experiment_name = f'{slug(label)}_{size}'
+            os.makedirs(run_cfg.work_dir, exist_ok=True)
+            console = osp.join(run_cfg.work_dir, 'console.log')
+            t = time.time()
+            try:
+                metrics = run_test(run_cfg, console)
+            except Exception:
+                say(f'{label} at {size} px failed; the runner\'s output is '
+                    f'in {console}')
+                raise
+            gc.collect()  # the runner's loader workers, its model
+            # numpy / torch scalars (mmseg's) as plain numbers, for JSON
+            metrics = {k: v.item() if hasattr(v, 'item') else v
+                       for k, v in metrics.items()}
+            done += 1
+            results[label][str(size)] = metrics
+            if metric not in metrics:
+                try:
+                    metric = pick_metric(args.metric, task, metrics)
+                except ValueError as e:
+                    parser.error(str(e))
+            report['metric'] = metric
+            with open(json_path, 'w') as f:
+                json.dump(report, f, indent=2)
+            elapsed = time.time() - t0
+            say(f'{label}: size {i}/{len(sizes)} ({size} px): {metric} '
+                f'{fmt.format(metrics[metric])} ({time.time() - t:.0f} s; '
+                f'elapsed {hms(elapsed)}, ETA '
+                f'{hms(elapsed / done * (total - done))})')
+
+    png_path = osp.join(out_dir, 'eval_resolutions.png')
+    xlabel = {'resize-crop': 'test size (centre crop, px)',
+              'resize': 'test size (whole image, px)',
+              'short-side': 'test size (shorter side, px)'}[args.protocol]
+    plot(png_path, results, sizes, metric, train_size,
+         f'{name}: {metric}, no fine-tuning ({args.protocol})', xlabel)
+    print(f'\n{metric} at each test size, without fine-tuning '
+          f'({task}, protocol {args.protocol}):')
+    print(table(results, sizes, metric, fmt, train_size))
+    print(f'\nmetrics: {json_path}\nplot:    {png_path}')
+
+
+if __name__ == '__main__':
+    main()

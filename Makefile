@@ -1,4 +1,5 @@
-# mmcpvt: `make demo` runs the main job on built-in data, `make test` the tests.
+# mmcpvt: `make demo` runs the main job on built-in data, `make test` the tests,
+# `make reproduce` the digit-canvas reproduction (docs/reproduction.md).
 # Every target does its own set-up and is idempotent.
 PYTHON ?= python3
 VENV := .venv
@@ -6,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.mmcpvt-installed
 REQS := setup.py $(wildcard requirements/*.txt) tools/install/build_mmcv.sh
 
-.PHONY: install test demo clean
+.PHONY: install test demo reproduce clean
 
 install: $(STAMP)
 
@@ -28,6 +29,9 @@ test: install
 
 demo: install
 	$(PY) tools/demo.py
+
+reproduce: install
+	$(PY) tools/reproduction/digits_canvas.py
 
 clean:
 	rm -rf $(VENV) work_dirs data

@@ -1,0 +1,116 @@
+"""The instruments of :mod:`mmcpvt.analysis` on the digit-canvas models
+(``digits_canvas.py --instruments``).
+
+For the lowest-seed model of every variant, loaded back from its saved
+config and checkpoint, on held-out digit canvases at the training size:
+
+* position probe (paper, Sec. 5.2 / App. A.3): R^2 of a ridge regression
+  from a token to its (row, column), interior and border tokens, after
+  block 0 and after the last block;
+* translation equivariance (Sec. 3.2 / App. A): relative error of
+  ``f(roll(x))`` against ``roll(f(x))`` for circular shifts of 1-3
+  patches, interior and border tokens, same blocks;
+* one attention map (App., Fig. 5): the second encoder, head 0, on one
+  canvas (PNG), and its mean attention distance over all images.
+"""
+import os.path as osp
+from typing import Callable, List, Tuple
+
+import numpy as np
+import torch
+
+from mmcpvt.analysis import (attention_maps, block_features, build_model,
+                             default_queries, get_backbone, position_probe,
+                             save_matrix_png, save_query_overlay,
+                             translation_equivariance)
+from mmcpvt.analysis.attention import mean_attention_distance
+
+ATTENTION_BLOCK = 1  # the paper's Fig. 5 shows the second encoder
+
+
+def _fmt(v) -> str:
+    return 'n/a' if v is None or v != v else f'{v:.3f}'
+
+
+def run_instruments(runs: List[dict], canvases: torch.Tensor,
+                    images: torch.Tensor,
+                    log: Callable = print) -> Tuple[dict, str]:
+    """Run the instruments on the models of ``runs`` (as
+    ``digits_canvas.run`` records them) with ``canvases`` (N, 1, H, W) in
+    [0, 1] and ``images``, the same normalised as the models' input.
+
+    Returns:
+        tuple: (results per variant, markdown table). PNGs of the attention
+        go to each model's work_dir.
+    """
+    first = {}
+    for run in sorted(runs, key=lambda r: r['seed']):
+        first.setdefault(run['variant'], run)
+    results = {}
+    for name, run in first.items():
+        model, _, _ = build_model(osp.join(run['work_dir'], 'config.py'),
+                                  osp.join(run['work_dir'], 'checkpoint.pth'))
+        backbone = get_backbone(model)
+        last = backbone.num_layers - 1
+        blocks = (0, last)
+        maps = block_features(backbone, images, blocks)
+        probe = {b: position_probe(maps[b]) for b in blocks}
+        equiv = {
+            e['block']: e
+            for e in translation_equivariance(
+                backbone, images, shifts=(1, 2, 3), mode='circular',
+                blocks=blocks)
+        }
+        attn = attention_maps(backbone, images, ATTENTION_BLOCK)
+        distance = float(np.mean([
+            mean_attention_distance(attn, image=i)
+            for i in range(len(images))
+        ]))
+        png = osp.join(run['work_dir'], f'attention_block{ATTENTION_BLOCK}')
+        save_matrix_png(attn.matrix(0, 0), png + '_matrix.png',
+                        f'{name}: block {ATTENTION_BLOCK}, head 0')
+        rgb = np.repeat(canvases[0, 0, :, :, None].numpy(), 3, axis=2)
+        save_query_overlay(attn, rgb, default_queries(attn),
+                           png + '_queries.png',
+                           title=f'{name}: block {ATTENTION_BLOCK}, head 0')
+        results[name] = dict(
+            seed=run['seed'],
+            position_probe={
+                f'block {b}': {k: probe[b][k]['r2']
+                               for k in ('interior', 'border', 'all')}
+                for b in blocks
+            },
+            equivariance={
+                f'block {b}': {k: equiv[b][k]
+                               for k in ('interior', 'border', 'all')}
+                for b in blocks
+            },
+            attention=dict(block=ATTENTION_BLOCK, head=0,
+                           mean_distance_tokens=distance,
+                           png=png + '_queries.png'))
+        log(f'[instruments] {name}: done')
+    return results, instruments_markdown(results)
+
+
+def instruments_markdown(results: dict) -> str:
+    lines = [
+        'Position probe (R^2 of (row, column) from a token; held-out '
+        'canvases) and translation equivariance (relative error, circular '
+        'shifts of 1-3 patches), interior / border tokens; mean attention '
+        f'distance of block {ATTENTION_BLOCK}, head 0, in tokens:', '',
+        '| variant | probe R² block 0 | probe R² last | '
+        'equiv. error block 0 | equiv. error last | attention distance |',
+        '|---|---:|---:|---:|---:|---:|'
+    ]
+    for name, r in results.items():
+        p, e = r['position_probe'], r['equivariance']
+        b0, bl = list(p)
+        cells = [
+            f'{_fmt(p[b]["interior"])} / {_fmt(p[b]["border"])}'
+            for b in (b0, bl)
+        ] + [
+            f'{_fmt(e[b]["interior"])} / {_fmt(e[b]["border"])}'
+            for b in (b0, bl)
+        ] + [f'{r["attention"]["mean_distance_tokens"]:.2f}']
+        lines.append(f'| {name} | ' + ' | '.join(cells) + ' |')
+    return '\n'.join(lines) + '\n'

@@ -41,6 +41,23 @@ def n_params(module):
     return sum(p.numel() for p in module.parameters())
 
 
+
+def assert_compiles_at_two_sizes(model):
+    """``torch.compile(model, fullgraph=True)`` with the 'eager' backend (the
+    tracing is tested, not code generation) gives eager's outputs at a square
+    and an odd input size. Shapes are specialised per size (dynamic=False):
+    symbolic shapes trace the same code many times slower on a small CPU."""
+    import torch
+    import torch._dynamo
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend='eager', fullgraph=True,
+                             dynamic=False)
+    for size in ((64, 64), (45, 83)):
+        x = torch.randn(2, 3, *size)
+        with torch.no_grad():
+            for a, b in zip(model(x), compiled(x)):
+                torch.testing.assert_close(a, b)
+
 # A small configuration per registered backbone; the generic tests run over
 # all of them, and a new backbone without an entry fails
 # tests/test_models/test_backbones/test_generic.py.

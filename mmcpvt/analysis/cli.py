@@ -36,6 +36,23 @@ def add_model_args(parser: argparse.ArgumentParser,
         help='cpu or cuda (default: cuda if available)')
 
 
+def add_block_args(parser: argparse.ArgumentParser, what: str):
+    """``--block`` (which blocks) and ``--border`` (border width)."""
+    parser.add_argument(
+        '--block', nargs='+', metavar='N',
+        help=f'blocks to {what}: global index (-1 or "input": before the '
+        'first block) or STAGE.BLOCK; default: all')
+    parser.add_argument('--border', type=_border, default=1,
+                        help='border width in tokens (default 1)')
+
+
+def _border(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f'must be >= 0, got {value}')
+    return value
+
+
 def add_image_args(parser: argparse.ArgumentParser, num_images: int):
     parser.add_argument(
         '--num-images', type=int, default=num_images,
@@ -124,3 +141,11 @@ def write_json(path: str, data) -> None:
     with open(path, 'w') as f:
         json.dump(data, f, indent=2)
     print(f'wrote {path}', file=sys.stderr)
+
+
+def backbone_blocks_images(parser, args):
+    """The backbone, the blocks asked for (None: all) and the images of a
+    probe or equivariance run."""
+    model, backbone, cfg = load(parser, args)
+    wanted = blocks(parser, backbone, args.block)
+    return backbone, wanted, images(parser, args, model, cfg)

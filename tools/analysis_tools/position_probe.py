@@ -37,27 +37,18 @@ def parse_args(argv=None):
         epilog=__doc__.split('\n\n', 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter)
     cli.add_model_args(parser)
-    parser.add_argument(
-        '--block', nargs='+', metavar='N',
-        help='blocks to probe: global index (-1 or "input": before the '
-        'first block) or STAGE.BLOCK; default: all')
+    cli.add_block_args(parser, 'probe')
     cli.add_image_args(parser, num_images=64)
-    parser.add_argument('--border', type=int, default=1,
-                        help='border width in tokens (default 1)')
     parser.add_argument('--alpha', type=float, default=1.0,
                         help='ridge penalty (default 1.0)')
     parser.add_argument('--out', help='write the results as JSON here')
     args = parser.parse_args(argv)
-    if args.border < 0:
-        parser.error(f'--border must be >= 0, got {args.border}')
     return parser, args
 
 
 def main(argv=None):
     parser, args = parse_args(argv)
-    model, backbone, cfg = cli.load(parser, args)
-    wanted = cli.blocks(parser, backbone, args.block)
-    images = cli.images(parser, args, model, cfg)
+    backbone, wanted, images = cli.backbone_blocks_images(parser, args)
     if len(images) < 2:
         parser.error('the probe needs at least 2 images (half to fit, half '
                      'to test)')

@@ -44,10 +44,7 @@ def parse_args(argv=None):
         epilog=__doc__.split('\n\n', 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter)
     cli.add_model_args(parser)
-    parser.add_argument(
-        '--block', nargs='+', metavar='N',
-        help='blocks to report: global index (-1 or "input") or '
-        'STAGE.BLOCK; default: all')
+    cli.add_block_args(parser, 'report')
     parser.add_argument(
         '--shifts', type=int, nargs='+', default=[1, 2, 3], metavar='S',
         help='shifts in patches, applied down and right (negative: up and '
@@ -58,15 +55,11 @@ def parse_args(argv=None):
         'compare only the tokens that came from the image (default '
         'circular)')
     cli.add_image_args(parser, num_images=16)
-    parser.add_argument('--border', type=int, default=1,
-                        help='border width in tokens (default 1)')
     parser.add_argument('--out', help='write the results as JSON here')
     args = parser.parse_args(argv)
     if args.mode not in MODES:
         parser.error(f'unknown --mode {args.mode!r}; allowed: '
                      f'{", ".join(MODES)}')
-    if args.border < 0:
-        parser.error(f'--border must be >= 0, got {args.border}')
     if 0 in args.shifts:
         parser.error('--shifts: 0 is no shift')
     return parser, args
@@ -74,9 +67,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     parser, args = parse_args(argv)
-    model, backbone, cfg = cli.load(parser, args)
-    wanted = cli.blocks(parser, backbone, args.block)
-    images = cli.images(parser, args, model, cfg)
+    backbone, wanted, images = cli.backbone_blocks_images(parser, args)
     infos = [i for i in list_blocks(backbone)
              if wanted is None or i.index in wanted]
     largest = max(i.stride for i in infos)

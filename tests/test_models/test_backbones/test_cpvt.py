@@ -3,7 +3,7 @@ import torch
 import torch.nn.functional as F
 
 from mmcpvt.models.backbones import CPVT
-from tests.utils import n_params
+from tests.utils import assert_compiles_at_two_sizes, n_params
 
 TINY = dict(embed_dims=32, num_layers=4, num_heads=2, feedforward_channels=64)
 
@@ -231,17 +231,9 @@ def test_relative_position_encoding_in_every_encoder():
 def test_new_options_compile_in_one_graph():
     """The map size threaded through unpadded PEGs, tables at several
     positions and the relative encoding trace in one graph."""
-    import torch._dynamo
-    torch._dynamo.reset()
     torch.manual_seed(0)
     model = CPVT(TINY, out_type='featmap', out_indices=(0, -1),
                  pos_embed='learned', pos_embed_positions=(-1, 0, 1),
                  peg_cfg=dict(padding=0), rpe_cfg=dict(clip_distance=2),
                  img_size=64).eval()
-    compiled = torch.compile(model, backend='eager', fullgraph=True,
-                             dynamic=False)
-    for size in ((64, 64), (45, 83)):
-        x = torch.randn(2, 3, *size)
-        with torch.no_grad():
-            for a, b in zip(model(x), compiled(x)):
-                torch.testing.assert_close(a, b)
+    assert_compiles_at_two_sizes(model)

@@ -4,7 +4,8 @@ import torch
 
 import mmcpvt  # noqa: F401
 from mmcpvt.registry import MODELS
-from tests.utils import BACKBONES, SMALL_BACKBONES
+from tests.utils import (BACKBONES, SMALL_BACKBONES,
+                         assert_compiles_at_two_sizes)
 
 NON_BACKBONES = {'ConditionalPositionEncoding'}
 
@@ -136,16 +137,5 @@ def test_compiles_in_one_graph_at_two_sizes(name):
     graph break (fullgraph raises on one) at two input sizes, and gives
     eager's outputs. The 'eager' backend runs the captured graph without
     code generation: the tracing is what is tested here, inductor's speed
-    is measured by tools/analysis_tools/benchmark.py --compile. Shapes are
-    specialised per size (dynamic=False): symbolic shapes trace the same
-    code many times slower on a small CPU."""
-    import torch._dynamo
-    torch._dynamo.reset()
-    model = _build(name, SMALL_BACKBONES[name][0]).eval()
-    compiled = torch.compile(model, backend='eager', fullgraph=True,
-                             dynamic=False)
-    for size in ((64, 64), (45, 83)):
-        x = torch.randn(2, 3, *size)
-        with torch.no_grad():
-            for a, b in zip(model(x), compiled(x)):
-                torch.testing.assert_close(a, b)
+    is measured by tools/analysis_tools/benchmark.py --compile."""
+    assert_compiles_at_two_sizes(_build(name, SMALL_BACKBONES[name][0]).eval())

@@ -505,10 +505,13 @@ def random_images(model: nn.Module,
                   img_size: Sequence[int],
                   seed: int = 0) -> torch.Tensor:
     """``num_images`` uniform-noise images (uint8, from a generator seeded
-    with ``seed``) through the model's data preprocessor: (N, 3, H, W)."""
+    with ``seed``) through the model's data preprocessor: (N, C, H, W), C
+    the input channels of the backbone's first convolution (3 if none)."""
     H, W = img_size
+    channels = next((m.in_channels for m in get_backbone(model).modules()
+                     if isinstance(m, nn.Conv2d)), 3)
     g = torch.Generator().manual_seed(seed)
-    imgs = torch.randint(0, 256, (num_images, 3, H, W), generator=g,
+    imgs = torch.randint(0, 256, (num_images, channels, H, W), generator=g,
                          dtype=torch.uint8)
     return _preprocess(model, list(imgs))
 

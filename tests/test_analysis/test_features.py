@@ -184,3 +184,12 @@ def test_build_model_and_load_weights(tmp_path):
         load_weights(small, str(whole))
     with pytest.raises(FileNotFoundError, match='checkpoint file not found'):
         load_weights(dst, str(tmp_path / 'missing.pth'))
+
+
+def test_random_images_have_the_backbones_input_channels():
+    from mmcpvt.analysis import random_images
+    gray = build(in_channels=1)
+    x = random_images(gray, 2, (32, 48))
+    assert x.shape == (2, 1, 32, 48) and x.dtype == torch.float32
+    assert block_features(gray, x)[0].shape == (2, 32, 4, 6)
+    assert random_images(build(), 1, (16, 16)).shape == (1, 3, 16, 16)

@@ -31,7 +31,7 @@ demo: install
 	$(PY) tools/demo.py
 
 reproduce: install
-	$(PY) tools/reproduction/digits_canvas.py
+	$(PY) tools/reproduction/digits_canvas.py --instruments
 
 clean:
 	rm -rf $(VENV) work_dirs data

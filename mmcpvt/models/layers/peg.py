@@ -134,7 +134,8 @@ class ConditionalPositionEncoding(BaseModule):
             raise ValueError(f'PEG got {x.shape[1]} tokens for a '
                              f'{hw_shape[0]}x{hw_shape[1]} token map')
         H, W = hw_shape
-        self.out_hw_shape(hw_shape)  # a map too small for F is explained
+        if self.crop:  # a map too small for a shrinking F is explained
+            self.out_hw_shape(hw_shape)
         feat = nlc_to_nchw(x[:, num_extra:], hw_shape)
         out = self.proj(feat)
         if self.with_identity:

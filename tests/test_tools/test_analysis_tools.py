@@ -317,11 +317,14 @@ def test_benchmark_retain_reuses_freed_memory(benchmark):
            if not k.startswith('MALLOC_')}
     # glibc's starting thresholds (128 KiB), held fixed through the same
     # variables: the freed memory goes back to the system and is faulted in
-    # again on every call; with the retain values it stays in the heap
+    # again on every call; with the retain values most of it stays in the
+    # heap (0 faults on most machines; one 4 MiB tensor's pages, about 1000
+    # faults, were seen on a CI machine, so the check is relative)
     fixed_defaults = dict(MALLOC_MMAP_THRESHOLD_='131072',
                           MALLOC_TRIM_THRESHOLD_='131072')
-    assert faults(dict(env, **fixed_defaults)) > 1000
-    assert faults(dict(env, **benchmark.RETAIN_MALLOC)) == 0
+    released = faults(dict(env, **fixed_defaults))
+    assert released > 5000  # six MiB-sized tensors, ~1000 pages each
+    assert faults(dict(env, **benchmark.RETAIN_MALLOC)) < released / 4
 
 
 def test_every_benchmark_model_builds(benchmark):

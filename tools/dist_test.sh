@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Distributed testing with torchrun, on one or several nodes.
 #   bash tools/dist_test.sh CONFIG CHECKPOINT GPUS [test.py options]
+# GPUS is the number of processes on this node, one per GPU. Without a GPU
+# they run on the CPUs with the gloo backend (mmcpvt.utils.dist).
 # Several nodes: set NNODES, NODE_RANK, MASTER_ADDR and PORT on each.
+# PYTHON: the interpreter; defaults to `python` if it has torch, else the
+# repository's .venv/bin/python (tools/find_python.sh).
+# Docs: docs/distributed.md.
 set -euo pipefail
 
 if [ $# -lt 3 ]; then
@@ -15,8 +20,8 @@ NNODES=${NNODES:-1}
 NODE_RANK=${NODE_RANK:-0}
 PORT=${PORT:-29500}
 MASTER_ADDR=${MASTER_ADDR:-"127.0.0.1"}
-PYTHON=${PYTHON:-python}
 TOOLS=$(dirname "$0")
+source "$TOOLS/find_python.sh"
 
 PYTHONPATH="$TOOLS/..":${PYTHONPATH:-} \
 "$PYTHON" -m torch.distributed.run \

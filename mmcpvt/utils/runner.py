@@ -1,29 +1,242 @@
 """What tools/train.py and tools/test.py share: the common command-line
 settings and building the runner of the config's library."""
+import argparse
+import difflib
+import inspect
+import logging
 import os.path as osp
+import sys
+from typing import Dict, List, Optional
 
-from mmengine.config import Config
+from mmengine.config import Config, DictAction
+from mmengine.logging import print_log
+
+
+class CfgOptionsAction(DictAction):
+    """mmengine's ``DictAction`` (``--cfg-options key=value ...`` into a
+    dict) that refuses an item without ``key=`` with an argparse error,
+    not a traceback ("not enough values to unpack")."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        for item in values or ():
+            if not item.split('=', 1)[0] or '=' not in item:
+                raise argparse.ArgumentError(
+                    self, f'{item!r} is not a setting: the form is '
+                    'key=value, e.g. train_dataloader.batch_size=32 or '
+                    'model.backbone.arch=small (no spaces around "=")')
+        super().__call__(parser, namespace, values, option_string)
+
+
+# Top-level keys that mmengine's Runner reads besides the arguments of
+# Runner.__init__ (Runner.from_cfg and the runner's cfg.get calls in
+# mmengine 0.10), and `runner_type` (build_runner below): a new one of these
+# in --cfg-options takes effect although the config does not set it.
+_RUNNER_CFG_KEYS = ('runner_type', 'model_wrapper_cfg', 'sync_bn',
+                    'find_unused_parameters', 'compile',
+                    'activation_checkpointing', 'efficient_conv_bn_eval')
+
+# How close a new key must be to an existing one to be taken for a
+# misspelling of it (difflib ratio): 'backbon' of 'backbone' is 0.93,
+# 'chekpoint' of 'checkpoint' 0.95; 'drop_path_rate' of 'drop_rate', a new
+# argument beside an existing one, 0.78.
+_TYPO_CUTOFF = 0.8
+
+
+def runner_keys() -> List[str]:
+    """The top-level config keys that mmengine's runner reads."""
+    from mmengine.runner import Runner
+    keys = set(inspect.signature(Runner.__init__).parameters) - {'self', 'cfg'}
+    return sorted(keys.union(_RUNNER_CFG_KEYS))
+
+
+def _close(key: str, choices, cutoff: float = 0.6) -> List[str]:
+    return difflib.get_close_matches(
+        key, sorted({str(c) for c in choices}), n=3, cutoff=cutoff)
+
+
+def _did_you_mean(matches: List[str]) -> str:
+    return ' Did you mean ' + ' or '.join(map(repr, matches)) + '?'
+
+
+def check_cfg_options(cfg: Config, options: Dict, config: str) -> None:
+    """Refuse ``--cfg-options`` keys that would be ignored or break merging.
+
+    Config files may add any key, but on the command line a new key is most
+    often a misspelt one, which mmengine adds silently (the run keeps the
+    old value). Refused:
+
+    - a top-level key the config does not have, unless the runner reads it
+      (:func:`runner_keys`, e.g. ``custom_hooks``, ``compile``): any other
+      new top-level key is read by nobody;
+    - a new nested key that nearly spells an existing key beside it
+      (``model.backbon.arch``, ``default_hooks.chekpoint.interval``). Other
+      new nested keys pass: they are new arguments of what the dict builds
+      (``model.backbone.drop_path_rate``), which its constructor checks
+      unless it takes ``**kwargs``;
+    - a key below a value that is not a dict, or below a list other than by
+      an index in range (``train_dataloader.dataset.pipeline.1.scale``).
+
+    Any of these can still be set in a config that inherits this one
+    (``_base_ = CONFIG``), as the messages say.
+
+    Raises:
+        ValueError: one line per refused key.
+    """
+    runner = runner_keys()
+    errors = [f'--cfg-options {key}: {error}' for key, error in (
+        (key, _check_key(cfg, key, runner, config)) for key in options)
+              if error is not None]
+    if errors:
+        raise ValueError('\n'.join(errors))
+
+
+def _check_key(cfg: Config, key: str, runner: List[str],
+               config: str) -> Optional[str]:
+    """Why ``key`` (a dotted --cfg-options key) is refused, or None."""
+    in_child = (f'set it in a config that inherits this one (_base_ = '
+                f'{config!r})')
+    parts = key.split('.')
+    if parts[0] not in cfg:
+        if parts[0] in runner:
+            return None
+        matches = _close(parts[0], list(cfg.keys()) + runner)
+        return (
+            f'the config has no top-level key {parts[0]!r}, and the runner '
+            f'does not read one of that name: it would be ignored.' +
+            (_did_you_mean(matches) if matches else
+             f' New top-level keys may be those the runner reads: '
+             f'{", ".join(runner)}; to add another on purpose, {in_child}.'))
+    node = cfg[parts[0]]
+    for depth, part in enumerate(parts[1:], start=1):
+        where = '.'.join(parts[:depth])
+        if isinstance(node, (list, tuple)):
+            if not part.isdigit():
+                return (f'{where} is a list; address an item by its index '
+                        f'(0 to {len(node) - 1}), e.g. {where}.0.{part}.')
+            if int(part) >= len(node):
+                return (f'{where} has {len(node)} items (0 to '
+                        f'{len(node) - 1}), no item {part}.')
+            node = node[int(part)]
+        elif isinstance(node, dict):
+            if part in node:
+                node = node[part]
+                continue
+            matches = _close(part, node.keys(), _TYPO_CUTOFF)
+            if not matches:
+                return None  # a new argument of what the dict builds
+            return (f'{where} has no key {part!r}.{_did_you_mean(matches)} '
+                    f'({where} has: {", ".join(map(str, node.keys()))}.) To '
+                    f'add {part!r} on purpose, {in_child}.')
+        else:
+            return (f'{where} is {node!r} in the config, not a dict, so it '
+                    f'has no key {part!r}. Set {where} itself, or, to make '
+                    f'it a dict, {in_child}.')
+    return None
+
+
+def _warn_config_variables(cfg: Config, options: Dict) -> None:
+    """Warn about --cfg-options on a variable of the config (``data_root``,
+    ``train_pipeline``, ``img_size``): the runner does not read it, and the
+    settings that used it were filled in when the config was read."""
+    runner = set(runner_keys())
+    for key in options:
+        name = key.split('.')[0]
+        if name not in cfg or name in runner:
+            continue
+        old = _plain(cfg[name])
+        is_container = isinstance(old, (dict, list))
+        # the runner settings that took the variable's value: a copy of it
+        # (a pipeline), or a value under a key it names (data_root ->
+        # dataset.data_root, dataset_type -> dataset.type)
+        users = [
+            path for path, value in _nodes(cfg._cfg_dict)
+            if '.' in path and path.split('.')[0] in runner
+            and _plain(value) == old and (
+                (is_container and len(old) > 0) or
+                name == path.split('.')[-1] or
+                name.endswith('_' + path.split('.')[-1]))
+        ]
+        users = [f'{path}{key[len(name):]}' for path in users[:6]]
+        print_log(
+            f'--cfg-options {key}: {name} is a variable of the config, not a '
+            f'setting the runner reads: the settings that used it were '
+            f'filled in when the config was read, and they keep their '
+            f'value. ' + (f'Set them instead: {", ".join(users)}.' if users
+                          else 'Set those settings instead.'),
+            logger='current',
+            level=logging.WARNING)
+
+
+def _plain(value):
+    """``value`` without the ``_scope_`` keys that mmengine adds to the
+    variables of another library's base config, tuples as lists."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items() if k != '_scope_'}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _nodes(node, prefix=''):
+    """(dotted path, value) of ``node`` and of everything under it."""
+    yield prefix, node
+    if isinstance(node, dict):
+        items = node.items()
+    elif isinstance(node, (list, tuple)):
+        items = enumerate(node)
+    else:
+        return
+    for k, v in items:
+        yield from _nodes(v, f'{prefix}.{k}' if prefix else str(k))
 
 
 def apply_common_args(cfg: Config, args) -> Config:
     """``--launcher``, ``--cfg-options`` and ``--work-dir`` (CLI > config >
-    ``./work_dirs/<config name>``)."""
+    ``./work_dirs/<config name>``); SystemExit on a ``--cfg-options`` key
+    that would be ignored (:func:`check_cfg_options`) or a work dir that is
+    a file."""
+    prog = osp.basename(sys.argv[0]) or 'mmcpvt'
     cfg.launcher = args.launcher
     if args.cfg_options is not None:
+        try:
+            check_cfg_options(cfg, args.cfg_options, args.config)
+        except ValueError as e:
+            raise SystemExit(f'{prog}: error: {e}') from None
+        _warn_config_variables(cfg, args.cfg_options)
         cfg.merge_from_dict(args.cfg_options)
     if args.work_dir is not None:
         cfg.work_dir = args.work_dir
     elif cfg.get('work_dir', None) is None:
         cfg.work_dir = osp.join('./work_dirs',
                                 osp.splitext(osp.basename(args.config))[0])
+    # the work dir, or the nearest of its parents that exists, must be a
+    # directory (the runner's makedirs fails on a file with a traceback)
+    existing = osp.abspath(cfg.work_dir)
+    while not osp.exists(existing) and osp.dirname(existing) != existing:
+        existing = osp.dirname(existing)
+    if not osp.isdir(existing):
+        given = ('--work-dir' if args.work_dir is not None else
+                 f'work_dir of {args.config}')
+        raise SystemExit(
+            f'{prog}: error: {given} {cfg.work_dir}: {existing} is a file; '
+            'the work dir is a directory for logs and checkpoints (created '
+            'if missing): give a directory path')
     return cfg
 
 
 def build_runner(cfg: Config):
     """The runner; it switches to ``cfg.default_scope``, which imports the
-    registries of mmpretrain, mmdet or mmseg as needed."""
+    registries of mmpretrain, mmdet or mmseg as needed.
+
+    A distributed run (``cfg.launcher`` not 'none') on a machine without a
+    GPU gets its gloo process group here, before the runner, which would
+    ask for a CUDA device (:func:`mmcpvt.utils.dist.setup_cpu_dist`).
+    """
     from mmengine.registry import RUNNERS
     from mmengine.runner import Runner
+
+    from .dist import setup_cpu_dist
+    setup_cpu_dist(cfg)
     if 'runner_type' not in cfg:
         return Runner.from_cfg(cfg)
     return RUNNERS.build(cfg)

@@ -1,0 +1,174 @@
+"""Distributed training and testing on CPUs: a gloo process group.
+
+mmengine 0.10 cannot start a distributed run on a machine without an
+accelerator. ``init_dist`` calls ``torch.cuda.set_device(local_rank)``
+for the pytorch, slurm and mpi launchers before it creates the process
+group ("Found no NVIDIA driver"), whatever ``env_cfg.dist_cfg.backend``
+says; and ``Runner.wrap_model`` passes ``device_ids=[LOCAL_RANK]`` to
+``MMDistributedDataParallel``, which torch refuses for a module on the CPU.
+
+:func:`setup_cpu_dist` is called by :func:`mmcpvt.utils.runner.build_runner`
+(so by ``tools/train.py`` and ``tools/test.py``) before the runner exists.
+Where no CUDA, NPU, MLU or MUSA device is available and the launcher is not
+'none', it
+
+1. creates the process group itself, from the launcher's environment
+   variables; the runner then finds it initialised and skips ``init_dist``;
+2. uses 'gloo' where the config asks for a backend that needs a GPU
+   ('nccl', the default of every OpenMMLab config), with a warning;
+3. sets ``device_ids=None`` for the ``MMDistributedDataParallel`` wrapper,
+   through ``model_wrapper_cfg``.
+
+The config is changed in place, so the config the runner dumps to
+``work_dir`` says what ran. With an accelerator it does nothing: mmengine's
+own path.
+"""
+import datetime
+import logging
+import os
+import subprocess
+
+from mmengine.config import Config
+from mmengine.logging import print_log
+
+# backends that exist only with their accelerator; 'gloo' and 'mpi' run on
+# CPUs
+ACCELERATOR_BACKENDS = ('nccl', 'hccl', 'cncl', 'mccl')
+LAUNCHERS = ('pytorch', 'slurm', 'mpi')
+DEFAULT_PORT = '29500'  # torch.distributed's
+
+
+def has_accelerator() -> bool:
+    """Whether mmengine would run on a CUDA, NPU, MLU or MUSA device."""
+    from mmengine.device import (is_cuda_available, is_mlu_available,
+                                 is_musa_available, is_npu_available)
+    return (is_cuda_available() or is_npu_available() or is_mlu_available()
+            or is_musa_available())
+
+
+def _require_env(launcher: str, names, hint: str) -> None:
+    missing = [name for name in names if name not in os.environ]
+    if missing:
+        raise RuntimeError(
+            f'--launcher {launcher} needs the environment variables '
+            f'{", ".join(names)}, but {", ".join(missing)} '
+            f'{"is" if len(missing) == 1 else "are"} not set; {hint}')
+
+
+def _set_launcher_env(launcher: str, port=None) -> None:
+    """RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT from the
+    launcher's own variables, as mmengine's ``_init_dist_slurm`` and
+    ``_init_dist_mpi`` set them (less their ``torch.cuda.set_device``)."""
+    if launcher == 'pytorch':
+        _require_env(
+            launcher, ('RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT'),
+            'start the processes with torchrun (tools/dist_train.sh, '
+            'tools/dist_test.sh), or run one process with --launcher none')
+        return
+    if launcher == 'slurm':
+        _require_env(launcher,
+                     ('SLURM_PROCID', 'SLURM_NTASKS', 'SLURM_NODELIST'),
+                     'start the tasks with srun (tools/slurm_train.sh, '
+                     'tools/slurm_test.sh)')
+        rank = os.environ['SLURM_PROCID']
+        os.environ['WORLD_SIZE'] = os.environ['SLURM_NTASKS']
+        os.environ['LOCAL_RANK'] = os.environ.get('SLURM_LOCALID', rank)
+        if 'MASTER_ADDR' not in os.environ:
+            # the first node of the job
+            os.environ['MASTER_ADDR'] = subprocess.getoutput(
+                'scontrol show hostname '
+                f'{os.environ["SLURM_NODELIST"]} | head -n1')
+    else:  # mpi
+        _require_env(
+            launcher, ('OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE',
+                       'OMPI_COMM_WORLD_LOCAL_RANK', 'MASTER_ADDR'),
+            'start the processes with Open MPI\'s mpirun and set '
+            'MASTER_ADDR to the address of rank 0')
+        rank = os.environ['OMPI_COMM_WORLD_RANK']
+        os.environ['WORLD_SIZE'] = os.environ['OMPI_COMM_WORLD_SIZE']
+        os.environ['LOCAL_RANK'] = os.environ['OMPI_COMM_WORLD_LOCAL_RANK']
+    os.environ['RANK'] = rank
+    if port is not None:
+        os.environ['MASTER_PORT'] = str(port)
+    os.environ.setdefault('MASTER_PORT', DEFAULT_PORT)
+
+
+def _cpu_model_wrapper(cfg: Config) -> None:
+    """``device_ids=None`` for a DistributedDataParallel wrapper: the runner
+    would pass ``[LOCAL_RANK]``, a CUDA device."""
+    from mmengine.registry import MODEL_WRAPPERS
+    from torch.nn.parallel import DistributedDataParallel
+
+    wrapper = cfg.get('model_wrapper_cfg', None)
+    if wrapper is None:
+        # what Runner.wrap_model builds without a model_wrapper_cfg
+        cfg.model_wrapper_cfg = dict(
+            type='MMDistributedDataParallel',
+            device_ids=None,
+            broadcast_buffers=False,
+            find_unused_parameters=cfg.get('find_unused_parameters', False))
+        return
+    wrapper_type = wrapper.get('type', 'MMDistributedDataParallel')
+    if isinstance(wrapper_type, str):
+        wrapper_type = MODEL_WRAPPERS.get(wrapper_type)
+    if isinstance(wrapper_type, type) and issubclass(
+            wrapper_type, DistributedDataParallel):
+        wrapper.setdefault('device_ids', None)
+
+
+def setup_cpu_dist(cfg: Config) -> None:
+    """Start ``cfg.launcher``'s process group on CPUs (see the module
+    docstring); nothing with an accelerator, with ``launcher='none'``, or
+    when the process group exists already."""
+    import torch.distributed as torch_dist
+
+    launcher = cfg.get('launcher', 'none')
+    if launcher == 'none' or has_accelerator():
+        return
+    if launcher not in LAUNCHERS:
+        raise ValueError(f'launcher={launcher!r} is not one of {LAUNCHERS} '
+                         "or 'none'; change --launcher")
+    if cfg.get('sync_bn', None) is not None:
+        raise ValueError(
+            f'sync_bn={cfg.sync_bn!r}: torch\'s SyncBatchNorm runs on GPUs '
+            'only, and no GPU is available; remove sync_bn from the config '
+            '(--cfg-options sync_bn=None) to train on CPUs')
+    _cpu_model_wrapper(cfg)
+    if torch_dist.is_available() and torch_dist.is_initialized():
+        return
+
+    env_cfg = cfg.setdefault('env_cfg', dict())
+    dist_cfg = env_cfg.setdefault('dist_cfg', dict())
+    init_backend = dist_cfg.get('init_backend', 'torch')
+    if init_backend != 'torch':
+        raise ValueError(
+            f'env_cfg.dist_cfg.init_backend={init_backend!r} needs a GPU, '
+            'and none is available; CPU processes start with '
+            "init_backend='torch' (change it in the config's env_cfg)")
+    asked = dist_cfg.get('backend', 'nccl')
+    if asked in ACCELERATOR_BACKENDS:
+        dist_cfg['backend'] = 'gloo'
+    # the rest goes to init_process_group, as mmengine's init_dist passes it
+    kwargs = {
+        k: v
+        for k, v in dist_cfg.items() if k not in ('init_backend', 'port')
+    }
+    if kwargs.get('timeout', None) is not None:
+        # seconds in the config, as mmengine's init_dist takes it
+        kwargs['timeout'] = datetime.timedelta(seconds=kwargs['timeout'])
+
+    _set_launcher_env(launcher, dist_cfg.get('port', None))
+    torch_dist.init_process_group(**kwargs)  # env:// from the variables
+    if torch_dist.get_rank() == 0:
+        if asked != dist_cfg['backend']:
+            print_log(
+                f'No GPU: env_cfg.dist_cfg.backend={asked!r} needs one, the '
+                f'processes use {dist_cfg["backend"]!r} on CPUs instead (set '
+                f"env_cfg.dist_cfg.backend='gloo' to say so in the config)",
+                logger='current',
+                level=logging.WARNING)
+        print_log(
+            f'No GPU: {torch_dist.get_world_size()} CPU processes '
+            f'({launcher} launcher, {dist_cfg["backend"]} backend), model '
+            'wrapped without device_ids',
+            logger='current')

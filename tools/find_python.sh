@@ -1,0 +1,35 @@
+# Sourced by the dist_*.sh and slurm_*.sh scripts: sets PYTHON to an
+# interpreter that has torch, the first of
+#   1. $PYTHON, when set (an error if it has no torch: never replaced);
+#   2. `python` on PATH: the activated virtual env or conda env;
+#   3. .venv/bin/python of this repository (`make install` creates it).
+# Checked with importlib.util.find_spec: nothing is imported, so it is fast.
+
+_has_torch() {
+    "$1" -c 'import importlib.util, sys
+sys.exit(importlib.util.find_spec("torch") is None)' >/dev/null 2>&1
+}
+
+if [ -n "${PYTHON:-}" ]; then
+    if ! _has_torch "$PYTHON"; then
+        echo "$(basename "$0"): PYTHON=$PYTHON cannot import torch (or does" \
+            "not run); set PYTHON to the python of the environment with" \
+            "torch and mmengine, or unset it" >&2
+        exit 1
+    fi
+else
+    _REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+    _REPO_VENV_PYTHON=$_REPO_ROOT/.venv/bin/python
+    if _has_torch python; then
+        PYTHON=python
+    elif _has_torch "$_REPO_VENV_PYTHON"; then
+        PYTHON=$_REPO_VENV_PYTHON
+    else
+        echo "$(basename "$0"): no python with torch: \`python\` on PATH" \
+            "($(command -v python || echo 'none')) cannot import it, and" \
+            "$_REPO_VENV_PYTHON does not exist or cannot import it either;" \
+            "activate the environment (source .venv/bin/activate) or set" \
+            "PYTHON=/path/to/python" >&2
+        exit 1
+    fi
+fi

@@ -2,13 +2,15 @@
 (Chu et al., ICLR 2023, https://arxiv.org/abs/2102.10882) for OpenMMLab.
 
 Importing this package registers every module (the target of
-``custom_imports=dict(imports=['mmcpvt'])``) and makes mmengine checkpoints
-loadable under torch's ``weights_only`` unpickler.
+``custom_imports=dict(imports=['mmcpvt'])``), makes mmengine checkpoints
+loadable under torch's ``weights_only`` unpickler with clear errors for
+broken or unsafe files, and checkpoint saving atomic
+(:mod:`mmcpvt.utils.checkpoint`).
 """
 from .version import __version__
-from .utils import register_checkpoint_safe_globals
+from .utils.checkpoint import setup_checkpoint_io
 
-register_checkpoint_safe_globals()
+setup_checkpoint_io()
 
 from . import models  # noqa: E402,F401  (registers the modules)
 

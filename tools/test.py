@@ -4,6 +4,12 @@ Like ``tools/train.py``, the config's ``default_scope`` says which library
 the runner builds from. The metrics are logged by the runner and printed
 once more at the end, one ``name: value`` a line.
 
+The checkpoint must hold every tensor of the config's model (names and
+shapes): a model tested with some of its weights left random measures
+nothing (e.g. a classifier checkpoint gives a detector mAP 0.000), so such a
+checkpoint is refused, as are empty, truncated and unsafe files, before the
+test runs.
+
 Examples::
 
     python tools/test.py configs/cpvt/cpvt-tiny_4xb256_in1k.py CKPT
@@ -17,7 +23,7 @@ import os.path as osp
 import sys
 
 import mmengine
-from mmengine.config import Config, DictAction
+from mmengine.config import Config
 from mmengine.evaluator import DumpResults
 
 try:
@@ -25,7 +31,12 @@ try:
 except ImportError:  # not installed: run from a clone
     sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
     import mmcpvt  # noqa: F401
-from mmcpvt.utils.runner import apply_common_args, build_runner  # noqa: E402
+from mmcpvt.utils.checkpoint import (CheckpointError,  # noqa: E402
+                                     CheckpointFitHook,
+                                     CheckpointMismatchError,
+                                     check_checkpoint)
+from mmcpvt.utils.runner import (CfgOptionsAction,  # noqa: E402
+                                 apply_common_args, build_runner)
 
 
 def parse_args(argv=None):
@@ -54,7 +65,7 @@ def parse_args(argv=None):
     parser.add_argument(
         '--cfg-options',
         nargs='+',
-        action=DictAction,
+        action=CfgOptionsAction,
         help='override settings in the config: key=value pairs, merged '
         'into the config, e.g. test_dataloader.batch_size=32. A list is '
         'key="[a,b]" or key=a,b; nested lists/tuples key="[(a,b),(c,d)]". '
@@ -132,6 +143,11 @@ def dump_predictions_metric(scope: str, out: str):
 
 def main(argv=None):
     args = parse_args(argv)
+    if '://' not in args.checkpoint:
+        try:  # before the runner is built: a bad file fails at once
+            check_checkpoint(args.checkpoint)
+        except CheckpointError as e:
+            raise SystemExit(f'test.py: error: {e}')
     cfg = Config.fromfile(args.config)
     cfg = merge_args(cfg, args)
     scope = _scope(cfg)
@@ -142,8 +158,15 @@ def main(argv=None):
     runner = build_runner(cfg)
     if dump_metric is not None:
         runner.test_evaluator.metrics.append(dump_metric)
+    runner.register_hook(CheckpointFitHook(min_fraction=1.0))
 
-    metrics = runner.test()
+    try:
+        metrics = runner.test()
+    except CheckpointMismatchError as e:
+        raise SystemExit(f'test.py: error: {args.checkpoint} does not fit '
+                         f'the model of {args.config}: {e}')
+    except CheckpointError as e:
+        raise SystemExit(f'test.py: error: {e}')
 
     if args.out and args.out_item == 'metrics':
         mmengine.dump(metrics, args.out)

@@ -12,7 +12,7 @@ Families:
     swin: official Swin / timm ``swin_*`` -> ``SwinPEG``
 """
 import re
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Tuple
 
@@ -26,6 +26,8 @@ SIGNATURES = {
     'mmcpvt': re.compile(r'^(backbone\.)?(layers|stages)\.\d+\.(\d+\.)?ln1'
                          r'\.weight$'),
 }
+# The backbone each family's checkpoints are for.
+BACKBONES = {'twins': 'PVTPEG', 'deit': 'CPVT', 'swin': 'SwinPEG'}
 TOOLS = {
     'twins': 'tools/model_converters/twins2mmcpvt.py',
     'deit': 'tools/model_converters/deit2mmcpvt.py',
@@ -69,9 +71,49 @@ def unwrap(checkpoint) -> dict:
     return checkpoint
 
 
+# What a complete checkpoint of each family has beyond its signature key:
+# (pattern, what it is, an example key). A file without them (a partial
+# save, a checkpoint of a relative) cannot be converted.
+REQUIRED = {
+    'twins': [(r'patch_embeds\.\d+\.proj\.weight',
+               'the patch embeddings (one per stage)',
+               'patch_embeds.0.proj.weight'),
+              (r'blocks\.\d+\.\d+\.attn\.q\.weight',
+               'the transformer blocks', 'blocks.0.0.attn.q.weight')],
+    'deit': [(r'patch_embed\.proj\.weight', 'the patch embedding',
+              'patch_embed.proj.weight')],
+    'swin': [(r'patch_embed\.proj\.weight', 'the patch embedding',
+              'patch_embed.proj.weight')],
+}
+# Keys of a relative that shares the signature but not the network: such a
+# file would convert into nonsense. (pattern, what the file is)
+RELATIVES = {
+    'twins': [(r'blocks\.\d+\.\d+\.attn\.qkv\.weight',
+               'a Twins-SVT (ALTGVT) checkpoint: its locally-grouped '
+               'attention has no counterpart in PVTPEG; only Twins-PCPVT '
+               'converts')],
+    'deit': [(r'blocks\.\d+\.ls[12]\.(gamma|weight)',
+              'a ViT with layer scale (DeiT III, CaiT): CPVT\'s blocks have '
+              'none')],
+    'swin': [(r'.*\.(logit_scale|cpb_mlp\..*)',
+              'a Swin V2 checkpoint: SwinPEG is Swin (V1), without V2\'s '
+              'scaled cosine attention')],
+}
+
+
+def _contents(state_dict) -> str:
+    """'blocks (30), pos_block (4)' and a few keys: what a file holds."""
+    groups = Counter(k.split('.')[0] for k in state_dict)
+    sample = ', '.join(list(state_dict)[:3])
+    return (f'{len(state_dict)} tensors: '
+            f'{", ".join(f"{g} ({n})" for g, n in groups.items())} '
+            f'(e.g. {sample}, ...)')
+
+
 def _check_family(state_dict, expected: str):
     family = detect_family(state_dict)
     if family == expected:
+        _check_complete(state_dict, expected)
         return
     hint = (f'; use {TOOLS[family]}' if family in TOOLS else
             '; it is already in mmcpvt format' if family == 'mmcpvt' else '')
@@ -82,13 +124,39 @@ def _check_family(state_dict, expected: str):
         f'{family} (keys {sample}, ...){hint}')
 
 
+def _check_complete(state_dict, family: str):
+    """Refuse a file of ``family`` that lacks what the converter needs, or
+    that is a relative's (see ``REQUIRED``, ``RELATIVES``)."""
+    for pattern, what in RELATIVES[family]:
+        found = next((k for k in state_dict if re.fullmatch(pattern, k)),
+                     None)
+        if found:
+            raise ValueError(
+                f'this {family} checkpoint is {what} (it has {found!r}); the '
+                f'file has {_contents(state_dict)}')
+    for pattern, what, example in REQUIRED[family]:
+        if not any(re.fullmatch(pattern, k) for k in state_dict):
+            raise ValueError(
+                f'this {family} checkpoint lacks {what}: expected keys '
+                f'like {example!r}, found none; the '
+                f'file has {_contents(state_dict)}. A partial or damaged '
+                f'file? Convert the complete official / timm release.')
+
+
 def _apply_rules(state_dict, rules: list, report: ConversionReport,
-                 drop: List[Tuple[str, str]]):
+                 drop: List[Tuple[str, str]], progress: bool = False):
     """Rename keys by the first ``(pattern, repl)`` rule that matches the
     whole key; ``repl`` is a ``re`` template or a function of the match
-    returning the new key (None: no counterpart)."""
+    returning the new key (None: no counterpart). With ``progress``, a
+    progress bar over the tensors."""
     out = OrderedDict()
-    for key, value in state_dict.items():
+    items = list(state_dict.items())
+    if progress:
+        import sys
+
+        from mmengine.utils import track_iter_progress
+        items = track_iter_progress(items, file=sys.stdout)
+    for key, value in items:
         why = next((w for p, w in drop if re.fullmatch(p, key)), None)
         if why is not None:
             report.dropped[key] = why
@@ -135,7 +203,7 @@ def _split_head(state_dict, head_keys, report, with_head):
     return rest, head
 
 
-def convert_twins(state_dict, with_head: bool = True
+def convert_twins(state_dict, with_head: bool = True, progress: bool = False
                   ) -> Tuple[OrderedDict, ConversionReport]:
     """Official Twins PCPVT / timm ``twins_pcpvt_*`` -> PVTPEG keys.
 
@@ -160,7 +228,7 @@ def convert_twins(state_dict, with_head: bool = True
         (r'blocks\.(\d+)\.(\d+)\.(.*)',
          lambda m: _block_key(f'stages.{m[1]}.{m[2]}.', m[3])),
     ]
-    out = _apply_rules(state_dict, rules, report, drop=[])
+    out = _apply_rules(state_dict, rules, report, drop=[], progress=progress)
     # Stages without spatial reduction: our attention fuses q and kv.
     for q_key in [k for k in out if re.match(r'.*\.attn\.q\.weight$', k)]:
         stem = q_key[:-len('q.weight')]
@@ -175,7 +243,7 @@ def convert_twins(state_dict, with_head: bool = True
 
 
 def convert_deit(state_dict, with_head: bool = True,
-                 drop_pos_embed: bool = False
+                 drop_pos_embed: bool = False, progress: bool = False
                  ) -> Tuple[OrderedDict, ConversionReport]:
     """Official DeiT / timm ``deit_*`` -> CPVT keys (``pos_embed='learned'``
     exactly; with ``drop_pos_embed``, a warm start for CPVT without it).
@@ -201,7 +269,7 @@ def convert_deit(state_dict, with_head: bool = True,
     if drop_pos_embed:
         drop.append((r'pos_embed', 'learned position table removed '
                      '(--drop-pos-embed): CPVT uses PEGs'))
-    out = _apply_rules(state_dict, rules, report, drop)
+    out = _apply_rules(state_dict, rules, report, drop, progress)
     if 'pos_embed.pos_embed' in out and out['pos_embed.pos_embed'].shape[
             1] % 2 == 0 and 'dist_token' in report.dropped:
         # distilled DeiT: (1, 2 + N, C) -> drop the distillation slot
@@ -210,7 +278,7 @@ def convert_deit(state_dict, with_head: bool = True,
     return _finish(out, head, with_head), report
 
 
-def convert_swin(state_dict, with_head: bool = True
+def convert_swin(state_dict, with_head: bool = True, progress: bool = False
                  ) -> Tuple[OrderedDict, ConversionReport]:
     """Official Swin / timm ``swin_*`` -> SwinPEG keys.
 
@@ -251,7 +319,7 @@ def convert_swin(state_dict, with_head: bool = True
             report.mapped[key] = downsample(m)
     rest = OrderedDict((k, v) for k, v in state_dict.items()
                        if k not in report.mapped)
-    out = _apply_rules(rest, rules, report, drop)
+    out = _apply_rules(rest, rules, report, drop, progress)
     out.update(merged)
     return _finish(out, head, with_head), report
 

@@ -4,6 +4,7 @@ timm is the reference implementation; its models are built with random
 weights (no download), converted, and loaded with strict keys.
 """
 import argparse
+import os
 import subprocess
 import sys
 import zipfile
@@ -213,8 +214,10 @@ def write_zip(path, member):
      'unrecognised data'),
     ('weights.zip', lambda p: write_zip(p, 'readme.md'),
      'zip archive that is not a torch file (members: readme.md)'),
-    ('empty.pth', lambda p: p.write_bytes(b''), 'an empty file'),
-    ('empty.safetensors', lambda p: p.write_bytes(b''), 'an empty file'),
+    ('empty.pth', lambda p: p.write_bytes(b''), 'empty or truncated'),
+    ('empty.safetensors', lambda p: p.write_bytes(b''), 'empty or truncated'),
+    ('half.pth', lambda p: p.write_bytes(_half_a_torch_file()),
+     'empty or truncated'),
     ('pickle.pth', lambda p: torch.save(argparse.Namespace(), p),
      'weights_only=True'),
 ])
@@ -224,6 +227,107 @@ def test_other_files_are_refused_by_name(tmp_path, name, write, found):
     with pytest.raises(SystemExit) as e:
         cli('twins', '', [str(src), str(tmp_path / 'dst.pth')])
     assert str(src) in str(e.value) and found in str(e.value)
-    if found != 'weights_only=True':
+    if found == 'empty or truncated':
+        assert 'Re-download it, re-save it' in str(e.value)
+    elif found != 'weights_only=True':
         assert '.pth, .pt, .bin' in str(e.value)
         assert '.safetensors' in str(e.value)
+    assert not (tmp_path / 'dst.pth').exists()
+
+
+def _half_a_torch_file():
+    import io
+    buf = io.BytesIO()
+    torch.save({'w': torch.zeros(1000)}, buf)
+    return buf.getvalue()[:len(buf.getvalue()) // 2]
+
+
+def small_twins(dims=8):
+    """A complete (one stage, one block) Twins PCPVT state dict."""
+    c = dims
+    sd = {
+        'patch_embeds.0.proj.weight': torch.randn(c, 3, 4, 4),
+        'patch_embeds.0.proj.bias': torch.randn(c),
+        'patch_embeds.0.norm.weight': torch.randn(c),
+        'patch_embeds.0.norm.bias': torch.randn(c),
+        'pos_block.0.proj.0.weight': torch.randn(c, 1, 3, 3),
+        'pos_block.0.proj.0.bias': torch.randn(c),
+        'norm.weight': torch.randn(c),
+        'norm.bias': torch.randn(c),
+        'head.weight': torch.randn(10, c),
+        'head.bias': torch.randn(10),
+    }
+    block = {'norm1': (c, ), 'attn.q': (c, c), 'attn.kv': (2 * c, c),
+             'attn.proj': (c, c), 'norm2': (c, ), 'mlp.fc1': (2 * c, c),
+             'mlp.fc2': (c, 2 * c)}
+    for name, shape in block.items():
+        sd[f'blocks.0.0.{name}.weight'] = torch.randn(shape)
+        sd[f'blocks.0.0.{name}.bias'] = torch.randn(shape[0])
+    return sd
+
+
+@pytest.mark.parametrize('how', ['same', 'relative', 'symlink', 'hardlink'])
+def test_destination_equal_to_source_is_refused(tmp_path, monkeypatch, how):
+    src = tmp_path / 'pcpvt.pth'
+    torch.save({'model': small_twins()}, src)
+    before = src.read_bytes()
+    dst = str(src)
+    if how == 'relative':
+        monkeypatch.chdir(tmp_path)
+        dst = './pcpvt.pth'
+    elif how in ('symlink', 'hardlink'):
+        dst = str(tmp_path / 'out.pth')
+        (os.symlink if how == 'symlink' else os.link)(src, dst)
+    with pytest.raises(SystemExit, match=r'is the source .* \(the same '
+                       r'file\).*another path'):
+        cli('twins', '', [str(src), dst])
+    assert src.read_bytes() == before
+
+
+@pytest.mark.parametrize('family, edit, found', [
+    # the file of the issue: a PEG signature, no patch embeddings (it used
+    # to end in "max() arg is an empty sequence")
+    ('twins', lambda sd: {k: v for k, v in sd.items()
+                          if not k.startswith('patch_embeds.')},
+     "lacks the patch embeddings (one per stage): expected keys like "
+     "'patch_embeds.0.proj.weight'"),
+    ('twins', lambda sd: dict(sd, **{
+        'blocks.0.0.attn.qkv.weight': torch.zeros(24, 8)}),
+     'Twins-SVT (ALTGVT)'),
+    ('swin', lambda sd: {
+        'patch_embed.proj.weight': torch.zeros(8, 3, 4, 4),
+        'layers.0.blocks.0.attn.qkv.weight': torch.zeros(24, 8),
+        'layers.0.blocks.0.attn.logit_scale': torch.zeros(2, 1, 1)},
+     'Swin V2'),
+    ('deit', lambda sd: {
+        'patch_embed.proj.weight': torch.zeros(8, 3, 16, 16),
+        'blocks.0.attn.qkv.weight': torch.zeros(24, 8),
+        'blocks.0.ls1.gamma': torch.zeros(8)},
+     'layer scale'),
+])
+def test_files_not_of_the_family_they_claim_are_refused(tmp_path, family,
+                                                         edit, found):
+    src = tmp_path / 'src.pth'
+    torch.save(edit(small_twins()), src)
+    with pytest.raises(SystemExit) as e:
+        cli(family, '', [str(src), str(tmp_path / 'dst.pth')])
+    msg = str(e.value)
+    assert found in msg and 'the file has' in msg, msg
+    assert not (tmp_path / 'dst.pth').exists()
+
+
+def test_progress_bar_only_for_large_files(tmp_path, monkeypatch, capsys):
+    import convert_cli
+    src = tmp_path / 'pcpvt.pth'
+    torch.save({'model': small_twins()}, src)
+    cli('twins', '', [str(src), str(tmp_path / 'a.pth')])
+    small = capsys.readouterr().out
+    assert 'twins: mapped' in small and 'task/s' not in small
+    monkeypatch.setattr(convert_cli, 'PROGRESS_MIN_BYTES',
+                        src.stat().st_size)
+    cli('twins', '', [str(src), str(tmp_path / 'b.pth')])
+    large = capsys.readouterr().out
+    assert 'task/s' in large and 'twins: mapped' in large
+    a = torch.load(tmp_path / 'a.pth', weights_only=True)['state_dict']
+    b = torch.load(tmp_path / 'b.pth', weights_only=True)['state_dict']
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -1,0 +1,90 @@
+"""tools/model_converters/publish_model.py: a training checkpoint becomes a
+published one (meta and state_dict only, its sha256 in its name)."""
+import hashlib
+import os
+import os.path as osp
+import sys
+
+import pytest
+import torch
+from mmengine.logging import MessageHub
+from mmengine.optim.scheduler import CosineAnnealingLR
+from mmengine.runner import save_checkpoint
+
+import mmcpvt  # noqa: F401
+from mmcpvt.registry import MODELS
+from tests.utils import ROOT
+
+sys.path.insert(0, osp.join(ROOT, 'tools', 'model_converters'))
+import publish_model  # noqa: E402
+
+TINY = dict(type='CPVT', arch=dict(embed_dims=32, num_layers=2, num_heads=2,
+                                   feedforward_channels=64))
+
+
+def _training_checkpoint(path):
+    """What mmengine's Runner.save_checkpoint writes after a step of
+    AdamW: meta, state_dict, optimizer, param_schedulers, message_hub."""
+    torch.manual_seed(0)
+    model = MODELS.build(TINY)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    scheduler = CosineAnnealingLR(optimizer, T_max=10)
+    model(torch.randn(1, 3, 32, 32))[0].sum().backward()
+    optimizer.step()
+    scheduler.step()
+    hub = MessageHub.get_instance('publish_model_test')
+    hub.update_scalar('train/loss', 0.5)
+    meta = dict(epoch=1, iter=4, cfg='model = dict(type="CPVT")',
+                mmengine_version='0.10.7', dataset_meta=dict(classes=['a']))
+    save_checkpoint(dict(
+        meta=meta, state_dict=model.state_dict(),
+        optimizer=optimizer.state_dict(),
+        param_schedulers=[scheduler.state_dict()],
+        message_hub=hub.state_dict()), str(path))
+    return model, meta
+
+
+def test_published_checkpoint_is_stripped_hashed_and_loads(tmp_path, capsys):
+    src = tmp_path / 'work_dirs' / 'epoch_1.pth'
+    model, meta = _training_checkpoint(src)
+    out = tmp_path / 'published' / 'cpvt-tiny_in1k.pth'
+    publish_model.main([str(src), str(out)])
+    printed = capsys.readouterr().out
+    final = printed.strip().splitlines()[-1]
+    assert 'removed: optimizer, param_schedulers, message_hub' in printed
+
+    with open(final, 'rb') as f:
+        sha = hashlib.sha256(f.read()).hexdigest()
+    assert final == str(out)[:-len('.pth')] + f'-{sha[:8]}.pth'
+    # the name torch.hub's check_hash verifies against the file's sha256
+    assert sha.startswith(torch.hub.HASH_REGEX.search(
+        osp.basename(final)).group(1))
+    assert os.listdir(out.parent) == [osp.basename(final)]
+
+    published = torch.load(final, weights_only=True)
+    assert set(published) == {'meta', 'state_dict'}
+    assert published['meta'] == meta
+    fresh = MODELS.build(TINY)
+    fresh.load_state_dict(published['state_dict'], strict=True)
+    for k, v in model.state_dict().items():
+        assert torch.equal(fresh.state_dict()[k], v), k
+    assert osp.getsize(final) < osp.getsize(src) / 2  # AdamW state gone
+
+
+@pytest.mark.parametrize('how', ['same', 'relative', 'symlink'])
+def test_out_file_equal_to_in_file_is_refused(tmp_path, monkeypatch, how):
+    src = tmp_path / 'epoch_1.pth'
+    _training_checkpoint(src)
+    before = src.read_bytes()
+    out = str(src)
+    if how == 'relative':
+        monkeypatch.chdir(tmp_path)
+        out = 'epoch_1.pth'
+    elif how == 'symlink':
+        out = str(tmp_path / 'link.pth')
+        os.symlink(src, out)
+    with pytest.raises(SystemExit, match='is IN_FILE'):
+        publish_model.main([str(src), out])
+    assert src.read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        ['epoch_1.pth'] + (['link.pth'] if how == 'symlink' else []))

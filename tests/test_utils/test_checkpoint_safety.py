@@ -1,0 +1,437 @@
+"""Checkpoints load safely and loudly and are never half-written
+(mmcpvt/utils/checkpoint.py, the backbones' load-time check, tools/test.py).
+
+Every loading path is exercised as the user reaches it: a backbone's
+``init_cfg=dict(type='Pretrained')``, mmengine's ``load_checkpoint`` (the
+runner's ``load_from``), ``Runner.load_checkpoint`` / ``Runner.resume``
+(``tools/train.py --resume``), ``tools/test.py``, the converters and
+``publish_model.py``.
+"""
+import functools
+import importlib.util
+import io
+import os
+import os.path as osp
+import re
+import resource
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from mmengine.fileio import get_file_backend
+from mmengine.fileio.backends import LocalBackend
+from mmengine.logging import MessageHub
+from mmengine.runner import load_checkpoint, save_checkpoint
+
+import mmcpvt  # noqa: F401  (loader, allow-list, atomic backend)
+from mmcpvt.registry import MODELS
+from mmcpvt.utils.checkpoint import (AtomicLocalBackend,
+                                     BrokenCheckpointError,
+                                     CheckpointMismatchError,
+                                     UnsafeCheckpointError, check_checkpoint)
+from tests.utils import ROOT, explain, run_tool
+
+TINY = dict(type='CPVT', arch=dict(embed_dims=32, num_layers=2, num_heads=2,
+                                   feedforward_channels=64))
+CLS_CONFIG = osp.join(ROOT, 'configs', 'cpvt', 'cpvt-tiny_4xb256_in1k.py')
+UNSAFE = 'holds objects that are not allowed'
+BROKEN = 'empty or truncated'
+
+
+@functools.lru_cache()
+def _tool(name, path):
+    """A tool's module, imported from its file (tools/ is no package)."""
+    sys.path.insert(0, osp.dirname(path))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class RunsCode:
+    """Pickles as ``os.system('touch <marker>')``."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f'touch {self.marker}', )
+
+
+def _classifier_state(model, head=True):
+    state = {f'backbone.{k}': v for k, v in model.state_dict().items()}
+    if head:
+        state['head.fc.weight'] = torch.zeros(10, 32)
+    return state
+
+
+def _build(cfg=TINY, **kwargs):
+    torch.manual_seed(0)
+    return MODELS.build(dict(cfg, **kwargs))
+
+
+# ------------------------------------------------------- fit of the keys
+
+
+def test_another_architecture_into_cpvt_ti_is_refused(tmp_path):
+    """0 of CPVT-Ti's 151 tensors used to load with a warning only."""
+    pvt = _build(dict(type='PVTPEG', arch=dict(
+        embed_dims=[8, 16, 24, 32], num_heads=[1, 2, 3, 4],
+        mlp_ratios=[2, 2, 2, 2], depths=[1, 1, 1, 1],
+        sr_ratios=[8, 4, 2, 1])))
+    path = tmp_path / 'pvt_cls.pth'
+    torch.save({'state_dict': _classifier_state(pvt, head=False)}, path)
+    cpvt = MODELS.build(dict(type='CPVT', arch='tiny', init_cfg=dict(
+        type='Pretrained', checkpoint=str(path), prefix='backbone.')))
+    with pytest.raises(CheckpointMismatchError) as e:
+        cpvt.init_weights()
+    msg = str(e.value)
+    print(msg)
+    assert 'none of the 151 tensors of the CPVT backbone' in msg
+    assert str(path) in msg and 'missing 151' in msg
+    assert 'not in the model' in msg and 'patch_embeds.0.' in msg
+    assert 'another architecture' in msg
+
+
+@pytest.mark.parametrize('case', ['no prefix', 'another size'])
+def test_mismatched_init_cfg_names_keys_and_cause(tmp_path, case):
+    src = _build()
+    if case == 'another size':
+        src = _build(dict(TINY, arch=dict(TINY['arch'], embed_dims=48)))
+    path = tmp_path / 'cls.pth'
+    torch.save({'state_dict': _classifier_state(src, head=False)}, path)
+    prefix = None if case == 'no prefix' else 'backbone.'
+    model = _build(init_cfg=dict(type='Pretrained', checkpoint=str(path),
+                                 prefix=prefix))
+    with pytest.raises(CheckpointMismatchError) as e:
+        model.init_weights()
+    msg = str(e.value)
+    assert str(path) in msg
+    if case == 'no prefix':
+        assert 'none of the 31 tensors' in msg
+        assert "carry the prefix 'backbone.'" in msg
+        assert "prefix='backbone.'" in msg
+        assert 'backbone.cls_token' in msg  # an unexpected key, named
+    else:  # the FFN biases (64 channels) fit, nothing else
+        assert 'only 2 of the 31 tensors' in msg
+        assert 'of another shape 29' in msg and '(1, 1, 48)' in msg
+        assert 'another size' in msg
+
+
+def test_prefix_missing_from_the_checkpoint_is_explained(tmp_path):
+    """mmengine only asserts 'backbone. is not in the pretrained model'."""
+    path = tmp_path / 'bare.pth'
+    torch.save(_build().state_dict(), path)
+    model = _build(init_cfg=dict(type='Pretrained', checkpoint=str(path),
+                                 prefix='backbone.'))
+    with pytest.raises(CheckpointMismatchError,
+                       match=r"no key of the checkpoint starts with "
+                       r"prefix='backbone.'.*leave prefix out"):
+        model.init_weights()
+
+
+def test_partial_loads_work_and_the_rest_keeps_the_transformer_init(
+        tmp_path):
+    """A checkpoint without PEGs (a DeiT) into CPVT: all but the PEG load;
+    the PEG keeps the backbone's own init (zero bias), not PyTorch's."""
+    src = _build(peg_positions=())
+    path = tmp_path / 'no_peg.pth'
+    torch.save({'state_dict': _classifier_state(src)}, path)
+    model = _build(init_cfg=dict(type='Pretrained', checkpoint=str(path),
+                                 prefix='backbone.'))
+    model.init_weights()
+    state = model.state_dict()
+    for k, v in src.state_dict().items():
+        assert torch.equal(state[k], v), k
+    assert not model.pegs['0'].proj[0].bias.any()  # PyTorch: uniform
+
+
+def test_whole_model_load_from(tmp_path):
+    """mmengine's load_checkpoint (the runner's load_from): a classifier of
+    another head loads (its head keys only logged); a checkpoint whose
+    backbone is another architecture is refused before anything loads."""
+    from mmengine.registry import init_default_scope
+    from mmpretrain.registry import MODELS as PRETRAIN_MODELS
+    init_default_scope('mmpretrain')
+
+    def classifier(backbone, num_classes):
+        return PRETRAIN_MODELS.build(dict(
+            type='ImageClassifier', backbone=backbone,
+            head=dict(type='LinearClsHead', num_classes=num_classes,
+                      in_channels=32)))
+
+    src = classifier(TINY, 1000)
+    path = tmp_path / 'in1k.pth'
+    torch.save({'state_dict': src.state_dict()}, path)
+    dst = classifier(TINY, 3)
+    load_checkpoint(dst, str(path))
+    assert torch.equal(dst.backbone.cls_token, src.backbone.cls_token)
+
+    other = classifier(dict(TINY, type='SwinPEG', arch=dict(
+        embed_dims=8, depths=[2, 2, 2, 2], num_heads=[1, 2, 2, 4])), 3)
+    before = {k: v.clone() for k, v in other.state_dict().items()}
+    with pytest.raises(CheckpointMismatchError,
+                       match=r'none of the \d+ tensors of the SwinPEG '
+                       r'backbone \(keys backbone\.\*\)'):
+        load_checkpoint(other, str(path))
+    for k, v in other.state_dict().items():
+        assert torch.equal(v, before[k]), k
+
+
+def test_test_tool_refuses_a_classifier_checkpoint_for_a_detector(
+        tmp_path):
+    """It used to exit 0 with mAP 0.000: the neck and head stayed random."""
+    sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
+    from make_coco import coco_classes, make_coco
+
+    from tests.test_tools.test_det_seg_e2e import DET_BASE, DET_CONFIG, K
+    data_root = str(tmp_path / 'coco') + '/'
+    make_coco(data_root, num_train=1, num_val=1, size=64, num_classes=K)
+    config = tmp_path / 'retinanet_tiny.py'
+    config.write_text(DET_CONFIG.format(
+        base=DET_BASE, data_root=data_root, classes=coco_classes(K), k=K))
+    pvt = _build(dict(type='PVTPEG', arch='tiny', peg_positions=(0, 0, 0, 0),
+                      out_type='featmap', out_indices=(0, 1, 2, 3)))
+    ckpt = tmp_path / 'pvt_cls.pth'
+    state = {f'backbone.{k}': v for k, v in pvt.state_dict().items()}
+    state['head.fc.weight'] = torch.zeros(10, 512)
+    torch.save({'state_dict': state}, ckpt)
+    proc = run_tool('tools/test.py', str(config), str(ckpt), '--work-dir',
+                    str(tmp_path / 'work'), timeout=240)
+    assert proc.returncode != 0, explain(proc)
+    assert 'Traceback' not in proc.stderr, explain(proc)
+    err = proc.stderr
+    assert f'test.py: error: {ckpt} does not fit' in err, explain(proc)
+    assert re.search(r'missing \d+: neck \(\d+\), bbox_head \(\d+\)', err)
+    assert 'holds only the backbone of this model' in err
+    assert 'bbox_mAP' not in proc.stdout
+
+
+# ------------------------------------------------ code in a checkpoint
+
+
+@pytest.fixture(scope='module')
+def runner(tmp_path_factory):
+    """A runner (for load_from and --resume), built once."""
+    from mmengine.runner import Runner
+    return Runner(model=torch.nn.Linear(2, 2),
+                  work_dir=str(tmp_path_factory.mktemp('runner')))
+
+
+def _load_paths(runner, tmp_path):
+    """Each way a checkpoint file reaches torch.load: name -> load(path)."""
+    def init_cfg(path):
+        _build(init_cfg=dict(type='Pretrained',
+                             checkpoint=str(path))).init_weights()
+
+    def convert(path):
+        cli = _tool('convert_cli', osp.join(ROOT, 'tools', 'model_converters',
+                                            'convert_cli.py'))
+        try:
+            cli.cli('twins', '', [str(path), str(tmp_path / 'out.pth')])
+        except SystemExit as e:
+            raise ValueError(str(e))
+
+    def publish(path):
+        tool = _tool('publish_model', osp.join(
+            ROOT, 'tools', 'model_converters', 'publish_model.py'))
+        try:
+            tool.main([str(path), str(tmp_path / 'pub.pth')])
+        except SystemExit as e:
+            raise ValueError(str(e))
+
+    def test_tool(path):
+        tool = _tool('mmcpvt_test_tool', osp.join(ROOT, 'tools', 'test.py'))
+        try:
+            tool.main([CLS_CONFIG, str(path)])
+        except SystemExit as e:
+            raise ValueError(str(e))
+
+    return dict(
+        init_cfg=init_cfg,
+        load_from=lambda p: runner.load_checkpoint(str(p)),
+        resume=lambda p: runner.resume(str(p)),
+        test_tool=test_tool,
+        convert=convert,
+        publish=publish,
+        check_checkpoint=lambda p: check_checkpoint(str(p)))
+
+
+PATHS = ['init_cfg', 'load_from', 'resume', 'test_tool', 'convert',
+         'publish', 'check_checkpoint']
+
+
+@pytest.mark.parametrize('legacy', [False, True])
+def test_code_in_a_checkpoint_never_runs(runner, tmp_path, monkeypatch,
+                                         legacy):
+    """On every path, even with torch's default switched off by its
+    environment variable (mmengine's own loader would then run the code)."""
+    monkeypatch.setenv('TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD', '1')
+    marker = tmp_path / 'ran'
+    path = tmp_path / 'evil.pth'
+    torch.save({'state_dict': {'w': torch.ones(1)}, 'x': RunsCode(marker)},
+               path, _use_new_zipfile_serialization=not legacy)
+    for name, load in _load_paths(runner, tmp_path).items():
+        with pytest.raises((UnsafeCheckpointError, ValueError)) as e:
+            load(path)
+        msg = str(e.value)
+        assert UNSAFE in msg and str(path) in msg, (name, msg)
+        assert 'posix.system' in msg and 'nothing in it was run' in msg
+        assert not marker.exists(), f'{name} ran the checkpoint\'s code'
+
+
+def _write_truncated(path, legacy):
+    buf = io.BytesIO()
+    torch.save({'state_dict': _build().state_dict()}, buf,
+               _use_new_zipfile_serialization=not legacy)
+    path.write_bytes(buf.getvalue()[:len(buf.getvalue()) // 2])
+
+
+@pytest.mark.parametrize('kind', ['empty', 'half zip', 'half legacy'])
+def test_empty_or_truncated_checkpoint_is_named(runner, tmp_path, kind):
+    path = tmp_path / 'epoch_3.pth'
+    if kind == 'empty':
+        path.write_bytes(b'')  # torch: EOFError with an empty message
+    else:
+        _write_truncated(path, legacy=kind == 'half legacy')
+    for name, load in _load_paths(runner, tmp_path).items():
+        with pytest.raises(ValueError) as e:
+            load(path)
+        msg = str(e.value)
+        assert isinstance(e.value, BrokenCheckpointError) or (
+            name in ('convert', 'publish', 'test_tool')), name
+        assert str(path) in msg and BROKEN in msg, (name, msg)
+        assert 'Re-download it, re-save it, or use the previous ' \
+               'checkpoint' in msg, (name, msg)
+
+
+def test_checkpoints_our_tools_write_still_load(tmp_path):
+    """mmengine's objects (message hub, numpy) pass check_checkpoint and the
+    runner's loader."""
+    hub = MessageHub.get_instance('ckpt_safety')
+    hub.update_scalar('train/loss', 1.5)
+    model = _build()
+    path = str(tmp_path / 'epoch_1.pth')
+    save_checkpoint({'meta': {'epoch': 1, 'seed': np.int64(3)},
+                     'state_dict': model.state_dict(),
+                     'message_hub': hub.state_dict(),
+                     'extra': np.arange(3)}, path)
+    check_checkpoint(path)
+    from mmengine.runner.checkpoint import _load_checkpoint
+    loaded = _load_checkpoint(path)
+    assert loaded['message_hub']['log_scalars']['train/loss'].current() \
+        == 1.5
+    assert torch.equal(loaded['state_dict']['cls_token'], model.cls_token)
+
+
+# ---------------------------------------------------- atomic saving
+
+
+def _ckpt(value, n=1 << 16):
+    return {'state_dict': {'w': torch.full((n, ), float(value))}}
+
+
+def test_runners_save_through_the_atomic_backend(tmp_path):
+    path = tmp_path / 'epoch_1.pth'
+    assert type(get_file_backend(str(path))) is AtomicLocalBackend
+    save_checkpoint(_ckpt(1), str(path))
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask
+    # a symlink is written through, as open(path, 'wb') does
+    link = tmp_path / 'latest.pth'
+    link.symlink_to(path)
+    save_checkpoint(_ckpt(2), str(link))
+    assert link.is_symlink()
+    assert torch.load(path)['state_dict']['w'][0] == 2
+
+
+def test_save_interrupted_in_torch_save_leaves_the_previous_file(
+        tmp_path, monkeypatch):
+    path = tmp_path / 'epoch_1.pth'
+    save_checkpoint(_ckpt(1), str(path))
+    real_save = torch.save
+
+    def save_half_then_fail(obj, f, *args, **kwargs):
+        buf = io.BytesIO()
+        real_save(obj, buf, *args, **kwargs)
+        f.write(buf.getvalue()[:len(buf.getvalue()) // 2])
+        raise RuntimeError('interrupted')
+
+    monkeypatch.setattr(torch, 'save', save_half_then_fail)
+    with pytest.raises(RuntimeError, match='interrupted'):
+        save_checkpoint(_ckpt(2), str(path))
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == ['epoch_1.pth']
+    assert torch.load(path)['state_dict']['w'][0] == 1
+
+
+def _with_file_size_limit(limit, fn):
+    """``fn()`` while this process may not write past ``limit`` bytes of a
+    file (a disk that fills up midway); the OSError it raises, or None."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    try:
+        fn()
+    except OSError as e:
+        return e
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, handler)
+    return None
+
+
+def test_save_failing_midway_leaves_the_previous_file(tmp_path):
+    """The write itself fails halfway (disk full). mmengine's LocalBackend
+    leaves half a file under the final name (shown first: the fault is
+    real); ours leaves the previous checkpoint, and no temporary file."""
+    new = io.BytesIO()
+    torch.save(_ckpt(2, n=1 << 18), new)
+    limit = len(new.getvalue()) // 2
+
+    plain = tmp_path / 'plain' / 'epoch_1.pth'
+    plain.parent.mkdir()
+    save_checkpoint(_ckpt(1), str(plain))
+    error = _with_file_size_limit(
+        limit, lambda: LocalBackend().put(new.getvalue(), str(plain)))
+    assert error is not None
+    assert 0 < plain.stat().st_size < len(new.getvalue())
+    with pytest.raises(BrokenCheckpointError, match=BROKEN):
+        check_checkpoint(str(plain))
+
+    ours = tmp_path / 'ours' / 'epoch_1.pth'
+    ours.parent.mkdir()
+    save_checkpoint(_ckpt(1), str(ours))
+    before = ours.read_bytes()
+    error = _with_file_size_limit(
+        limit, lambda: save_checkpoint(_ckpt(2, n=1 << 18), str(ours)))
+    assert error is not None, 'the write should have failed'
+    assert os.listdir(ours.parent) == ['epoch_1.pth']
+    assert ours.read_bytes() == before
+    check_checkpoint(str(ours))
+
+
+# ------------------------------------------------------------- grep
+
+
+def test_no_code_turns_the_weights_only_protection_off():
+    needle = 'weights_only' + '=False'
+    # tracked files and new ones not ignored
+    files = subprocess.run(['git', 'ls-files', '--cached', '--others',
+                            '--exclude-standard'], cwd=ROOT, text=True,
+                           capture_output=True, check=True).stdout.split()
+    code = [f for f in files
+            if f.endswith(('.py', '.sh', '.yml', '.yaml', '.cfg', '.toml'))
+            or osp.basename(f) == 'Makefile']
+    assert len(code) > 50
+    found = []
+    for f in code:
+        with open(osp.join(ROOT, f), errors='replace') as fh:
+            if re.search(re.escape(needle).replace('=', r'\s*=\s*'),
+                         fh.read()):
+                found.append(f)
+    assert not found

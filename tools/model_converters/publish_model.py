@@ -1,0 +1,109 @@
+"""Prepare a checkpoint for publishing, as OpenMMLab's ``publish_model.py``
+(mmdet, mmpretrain) does: keep only ``meta`` and ``state_dict`` (the
+optimizer, the parameter schedulers and the message hub go; AdamW's state
+alone is twice the weights), save, and put the first 8 hex digits of the
+file's sha256 into its name, ``OUT_STEM-<sha256[:8]>.pth``, the convention
+``torch.hub.load_state_dict_from_url(..., check_hash=True)`` verifies.
+
+    python tools/model_converters/publish_model.py \\
+        work_dirs/cpvt-tiny_4xb256_in1k/epoch_300.pth \\
+        checkpoints/cpvt-tiny_in1k.pth
+    # -> checkpoints/cpvt-tiny_in1k-1a2b3c4d.pth (printed last)
+
+The input is read with ``weights_only=True`` (mmcpvt's allow-list of what
+mmengine writes; a file whose pickle would run code is refused). ``meta`` is
+kept as it is, config text included: OpenMMLab's tools do not scrub it
+either. With mmengine's EMAHook, ``state_dict`` holds the EMA weights and the
+raw ones (``ema_state_dict``) are dropped, as mmpretrain's tool does by
+default.
+"""
+import argparse
+import hashlib
+import io
+import os.path as osp
+import sys
+
+import torch
+
+try:
+    import mmcpvt  # noqa: F401  (allow-list, atomic writes)
+except ImportError:  # not installed: run from a clone
+    sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(
+        osp.abspath(__file__)))))
+    import mmcpvt  # noqa: F401
+from mmcpvt.utils.checkpoint import atomic_write, safe_load  # noqa: E402
+
+SAVE_KEYS = ('meta', 'state_dict')
+
+
+def _same_file(a: str, b: str) -> bool:
+    return osp.realpath(a) == osp.realpath(b) or (
+        osp.exists(a) and osp.exists(b) and osp.samefile(a, b))
+
+
+def publish(in_file: str, out_file: str, save_keys=SAVE_KEYS) -> str:
+    """Write the published form of ``in_file`` next to ``out_file``, named
+    ``<out_file without .pth>-<sha256[:8]>.pth``; returns that path."""
+    if _same_file(in_file, out_file):
+        stem = osp.splitext(osp.basename(in_file))[0]
+        raise ValueError(
+            f'OUT_FILE {out_file} is IN_FILE {in_file} (the same file); give '
+            f'the published checkpoint a name of its own, e.g. '
+            f'checkpoints/{stem}.pth (written as checkpoints/'
+            f'{stem}-<sha256[:8]>.pth)')
+    checkpoint = safe_load(in_file, map_location='cpu')
+    if not isinstance(checkpoint, dict):
+        raise ValueError(f'{in_file} holds a {type(checkpoint).__name__}, '
+                         f'not a checkpoint dict')
+    if 'state_dict' not in checkpoint:  # a bare state dict (converted)
+        checkpoint = dict(state_dict=checkpoint)
+    removed = [k for k in checkpoint if k not in save_keys]
+    for k in removed:
+        del checkpoint[k]
+    if removed:
+        print(f'removed: {", ".join(removed)} (kept: '
+              f'{", ".join(k for k in save_keys if k in checkpoint)}; '
+              f'--save-keys keeps others)')
+
+    with io.BytesIO() as f:
+        torch.save(checkpoint, f)
+        data = f.getvalue()
+    sha = hashlib.sha256(data).hexdigest()
+    stem = out_file[:-len('.pth')] if out_file.endswith('.pth') else out_file
+    final = f'{stem}-{sha[:8]}.pth'
+    if _same_file(in_file, final):
+        raise ValueError(f'{final} would replace IN_FILE {in_file}; give '
+                         f'another OUT_FILE')
+    atomic_write(data, final)  # never half a file under the final name
+    return final
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description='Strip a checkpoint to meta and state_dict and name it '
+        'after its sha256, for publishing',
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__)
+    parser.add_argument('in_file', help='the checkpoint to publish')
+    parser.add_argument(
+        'out_file', help='the published file\'s name before its hash: '
+        'OUT_STEM.pth becomes OUT_STEM-<sha256[:8]>.pth')
+    parser.add_argument(
+        '--save-keys', nargs='+', default=list(SAVE_KEYS),
+        help='top-level keys to keep. Defaults to meta state_dict.')
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if not osp.isfile(args.in_file):
+        raise SystemExit(f'error: IN_FILE not found: {args.in_file}')
+    try:
+        final = publish(args.in_file, args.out_file, args.save_keys)
+    except ValueError as e:  # CheckpointError included
+        raise SystemExit(f'error: {e}')
+    print(final)
+
+
+if __name__ == '__main__':
+    main()

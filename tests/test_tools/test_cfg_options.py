@@ -1,0 +1,205 @@
+"""``--cfg-options`` and ``--work-dir`` of tools/train.py and tools/test.py
+(:func:`mmcpvt.utils.runner.apply_common_args`).
+
+A key that would be silently ignored (a misspelt top-level or nested key)
+and an item that is not ``key=value`` are errors that name the key and say
+what to do; keys the runner reads and new arguments of a module pass; a
+config variable (``train_pipeline``) set on the command line gets a
+warning naming the settings to change instead. The tools run in-process on
+the real CPVT-Ti config (nothing is built), once as a subprocess.
+"""
+import copy
+import importlib.util
+import os.path as osp
+
+import pytest
+
+from mmcpvt.utils import runner as runner_utils
+from tests.utils import ROOT, explain, run_tool
+
+CONFIG = osp.join(ROOT, 'configs', 'cpvt', 'cpvt-tiny_4xb256_in1k.py')
+
+
+def load_tool(name):
+    """tools/<name>.py as a module (tools is no package)."""
+    spec = importlib.util.spec_from_file_location(
+        f'_tool_{name}', osp.join(ROOT, 'tools', f'{name}.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope='module')
+def config():
+    """The config as read from its file (once: reading takes a second)."""
+    return load_tool('train').Config.fromfile(CONFIG)
+
+
+def make_tool(name, config, tmp_path_factory):
+    """(module, the arguments before the options, the config) of
+    tools/<name>.py."""
+    module = load_tool(name)
+    if name == 'train':
+        return module, [CONFIG], config
+    checkpoint = tmp_path_factory.mktemp('ckpt') / 'model.pth'
+    checkpoint.write_bytes(b'')  # parse_args only checks that it exists
+    return module, [CONFIG, str(checkpoint)], config
+
+
+@pytest.fixture(scope='module')
+def train(config, tmp_path_factory):
+    return make_tool('train', config, tmp_path_factory)
+
+
+@pytest.fixture(scope='module', params=['train', 'test'])
+def tool(request, config, tmp_path_factory):
+    """train.py and test.py: both go through apply_common_args."""
+    return make_tool(request.param, config, tmp_path_factory)
+
+
+def merged(tool, *argv):
+    """The config as the tool would run it with ``argv`` appended."""
+    module, first, config = tool
+    args = module.parse_args([*first, *argv])
+    return module.merge_args(copy.deepcopy(config), args)
+
+
+def refused(tool, *options):
+    """The error message with which the tool refuses ``options``."""
+    with pytest.raises(SystemExit) as error:
+        merged(tool, '--cfg-options', *options)
+    message = str(error.value)
+    assert 'error: --cfg-options ' in message, message
+    return message
+
+
+@pytest.mark.parametrize('item', ['model.backbone.arch', '=small'])
+def test_item_without_equals_is_a_usage_error(tool, item, capsys):
+    module, first, _ = tool
+    with pytest.raises(SystemExit) as error:
+        module.parse_args([*first, '--cfg-options', item])
+    assert error.value.code == 2
+    err = capsys.readouterr().err
+    assert 'usage:' in err
+    assert (f"error: argument --cfg-options: {item!r} is not a setting: the "
+            'form is key=value, e.g. train_dataloader.batch_size=32') in err
+
+
+def test_misspelt_top_level_key_is_refused(tool):
+    message = refused(tool, 'train_dataloder.batch_size=1')
+    assert ("--cfg-options train_dataloder.batch_size: the config has no "
+            "top-level key 'train_dataloder'") in message
+    assert 'it would be ignored' in message
+    assert "Did you mean 'train_dataloader'" in message
+
+
+def test_unknown_top_level_key_says_what_may_be_added(train):
+    message = refused(train, 'my_setting=1')
+    assert "no top-level key 'my_setting'" in message
+    assert 'New top-level keys may be those the runner reads: ' in message
+    for key in ('custom_hooks', 'compile', 'find_unused_parameters'):
+        assert key in message
+    assert f'set it in a config that inherits this one (_base_ = ' \
+        f'{CONFIG!r})' in message
+
+
+@pytest.mark.parametrize('option, parent, meant', [
+    ('model.backbon.arch=small', 'model', 'backbone'),
+    ('default_hooks.chekpoint.interval=2', 'default_hooks', 'checkpoint'),
+    ('train_cfg.max_epoch=3', 'train_cfg', 'max_epochs'),
+])
+def test_misspelt_nested_key_is_refused(train, option, parent, meant):
+    key = option.split('=')[0]
+    message = refused(train, option)
+    assert (f"--cfg-options {key}: {parent} has no key "
+            f"{key.split('.')[len(parent.split('.'))]!r}. Did you mean "
+            f"{meant!r}?") in message
+
+
+def test_every_refused_key_is_listed(train):
+    message = refused(train, 'model.backbon.arch=small',
+                      'train_cfg.max_epochs=1', 'train_dataloder.batch_size=1')
+    lines = message.split('\n')
+    assert len(lines) == 2
+    assert 'model.backbon.arch' in lines[0]
+    assert 'train_dataloder.batch_size' in lines[1]
+
+
+@pytest.mark.parametrize('option, expected', [
+    ('train_dataloader.dataset.pipeline.9.scale=1',
+     'train_dataloader.dataset.pipeline has 6 items (0 to 5), no item 9.'),
+    ('train_dataloader.dataset.pipeline.scale=1',
+     'train_dataloader.dataset.pipeline is a list; address an item by its '
+     'index (0 to 5), e.g. train_dataloader.dataset.pipeline.0.scale.'),
+    ('model.backbone.arch.embed_dims=64',
+     "model.backbone.arch is 'tiny' in the config, not a dict, so it has no "
+     "key 'embed_dims'. Set model.backbone.arch itself"),
+])
+def test_path_through_a_list_or_a_value(train, option, expected):
+    assert expected in refused(train, option)
+
+
+def test_runner_keys_and_new_arguments_pass(train):
+    cfg = merged(train, '--cfg-options', 'compile=True',
+                 'model.backbone.with_cp=True', 'train_cfg.max_epochs=1',
+                 'model.backbone.drop_path_rate=0.2',
+                 'train_dataloader.dataset.pipeline.1.scale=64')
+    assert cfg.compile is True
+    assert cfg.model.backbone.with_cp is True
+    assert cfg.model.backbone.drop_path_rate == 0.2
+    assert cfg.train_cfg.max_epochs == 1
+    assert cfg.train_dataloader.dataset.pipeline[1].scale == 64
+
+
+def test_runner_keys_are_read_from_mmengine():
+    import inspect
+
+    from mmengine.runner import Runner
+    keys = runner_utils.runner_keys()
+    for name in inspect.signature(Runner.__init__).parameters:
+        assert name in keys or name in ('self', 'cfg')
+    assert 'runner_type' in keys and 'compile' in keys
+
+
+@pytest.mark.parametrize('option, settings', [
+    ('train_pipeline.1.scale=64',
+     'Set them instead: train_dataloader.dataset.pipeline.1.scale.'),
+    ('dataset_type=CustomDataset',
+     'Set them instead: train_dataloader.dataset.type, '
+     'val_dataloader.dataset.type, test_dataloader.dataset.type.'),
+])
+def test_config_variable_warns(train, option, settings, monkeypatch):
+    logged = []
+    monkeypatch.setattr(runner_utils, 'print_log',
+                        lambda msg, logger=None, level=None: logged.append(
+                            msg))
+    key = option.split('=')[0]
+    name = key.split('.')[0]
+    merged(train, '--cfg-options', option)
+    warning, = logged
+    assert warning.startswith(
+        f'--cfg-options {key}: {name} is a variable of the config, not a '
+        'setting the runner reads')
+    assert warning.endswith(settings)
+
+
+@pytest.mark.parametrize('below', [False, True])
+def test_work_dir_that_is_a_file(train, tmp_path, below):
+    afile = tmp_path / 'not_a_dir'
+    afile.write_text('')
+    work_dir = str(afile / 'run') if below else str(afile)
+    with pytest.raises(SystemExit) as error:
+        merged(train, '--work-dir', work_dir)
+    assert (f'error: --work-dir {work_dir}: {afile} is a file; the work dir '
+            'is a directory') in str(error.value)
+
+
+def test_train_refuses_misspelt_key_as_a_user_runs_it(tmp_path):
+    proc = run_tool('tools/train.py', CONFIG, '--work-dir',
+                    str(tmp_path / 'w'), '--cfg-options',
+                    'train_dataloder.batch_size=1', timeout=120)
+    assert proc.returncode == 1, explain(proc)
+    assert ("train.py: error: --cfg-options train_dataloder.batch_size: the "
+            "config has no top-level key 'train_dataloder'") in proc.stderr
+    assert 'Traceback' not in proc.stderr
+    assert not (tmp_path / 'w').exists()  # stopped before the runner

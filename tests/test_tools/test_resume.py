@@ -1,0 +1,357 @@
+"""``tools/train.py --resume`` after a crash.
+
+A run killed with SIGKILL in the middle of an epoch and resumed with
+``--resume`` ends with the weights of a run that was never interrupted (the
+killed epoch is trained again from the checkpoint of the one before, with
+the same data order, augmentation and drop-path); both runs' logs are kept.
+A damaged latest checkpoint (empty, truncated) is stepped over with a
+warning that names it; an explicit damaged ``--resume PATH`` is an error
+that names it, and so is a checkpoint of another model.
+
+The model is a tiny CPVT classifier with the real config's random parts
+(RepeatAugSampler, RandomResizedCrop, flips, Mixup/CutMix, drop-path) on an
+ImageNet-layout set from tools/dataset_converters/make_imagenet.py.
+"""
+import glob
+import importlib.util
+import os
+import os.path as osp
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+import mmcpvt  # noqa: F401  (allow-lists mmengine's checkpoint types)
+from tests.utils import ROOT, explain, run_tool
+
+TOOLS = osp.join(ROOT, 'tools')
+BASE_CONFIG = osp.join(ROOT, 'configs', 'cpvt', 'cpvt-tiny_4xb256_in1k.py')
+sys.path.insert(0, osp.join(TOOLS, 'dataset_converters'))
+from make_imagenet import make_imagenet  # noqa: E402
+
+# 16 training images, batch 4: 4 iterations an epoch
+TEST_CONFIG = """\
+_base_ = {base!r}
+
+data_root = {data_root!r}
+model = dict(
+    backbone=dict(
+        arch=dict(_delete_=True, embed_dims=32, num_layers=2, num_heads=2,
+                  feedforward_channels=64),
+        img_size=32, patch_size=8),
+    head=dict(num_classes=2, in_channels=32))
+data_preprocessor = dict(num_classes=2)
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='RandomResizedCrop', scale=32, backend='pillow'),
+    dict(type='RandomFlip', prob=0.5, direction='horizontal'),
+    dict(type='PackInputs'),
+]
+test_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='ResizeEdge', scale=32, edge='short', backend='pillow'),
+    dict(type='PackInputs'),
+]
+loader = dict(batch_size=4, num_workers=0, persistent_workers=False)
+train_dataloader = dict(
+    **loader, dataset=dict(data_root=data_root, pipeline=train_pipeline))
+val_dataloader = dict(
+    **loader, dataset=dict(data_root=data_root, pipeline=test_pipeline))
+test_dataloader = val_dataloader
+val_evaluator = dict(type='Accuracy', topk=(1, ))
+test_evaluator = val_evaluator
+param_scheduler = [
+    dict(type='LinearLR', start_factor=0.1, by_epoch=True, begin=0, end=1,
+         convert_to_iter_based=True),
+    dict(type='CosineAnnealingLR', by_epoch=True, begin=1, end=3,
+         eta_min=1e-5),
+]
+train_cfg = dict(max_epochs=3, val_interval=1)
+default_hooks = dict(logger=dict(interval=1))
+randomness = dict(seed=3, deterministic=True)
+"""
+
+# The run to kill: the same config, plus a hook that stops it in the middle
+# of epoch 2 (after 2 of its 4 iterations; epoch_1.pth is saved) until the
+# test kills it, so that the kill lands there however slow the machine is.
+PAUSE_CONFIG = """\
+_base_ = {config!r}
+custom_imports = dict(imports=['mmcpvt', 'pause_hook'])
+custom_hooks = [dict(type='PauseHook', marker={marker!r})]
+"""
+PAUSE_HOOK = """\
+import time
+
+from mmengine.hooks import Hook
+from mmengine.registry import HOOKS
+
+
+@HOOKS.register_module()
+class PauseHook(Hook):
+    priority = 'LOWEST'  # after the logger has written the iteration
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None,
+                         outputs=None):
+        if runner.epoch == 1 and batch_idx == 1:
+            open(self.marker, 'w').close()
+            time.sleep(3600)
+"""
+
+
+def load_train():
+    """tools/train.py as a module (tools is no package)."""
+    spec = importlib.util.spec_from_file_location(
+        '_tool_train', osp.join(TOOLS, 'train.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope='module')
+def tiny(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp('resume')
+    data_root = str(tmp / 'imagenet')
+    make_imagenet(data_root, num_classes=2, train_per_class=8,
+                  val_per_class=2, size=32, seed=0)
+    config = tmp / 'cpvt_tiny_resume.py'
+    config.write_text(TEST_CONFIG.format(base=BASE_CONFIG,
+                                         data_root=data_root))
+    (tmp / 'pause_hook.py').write_text(PAUSE_HOOK)
+    pause = tmp / 'cpvt_tiny_resume_paused.py'
+    pause.write_text(PAUSE_CONFIG.format(config=str(config),
+                                         marker=str(tmp / 'paused')))
+    return tmp, str(config), str(pause)
+
+
+@pytest.fixture(scope='module')
+def uninterrupted(tiny):
+    """Run A: 3 epochs without interruption; its work dir."""
+    tmp, config, _ = tiny
+    work_dir = str(tmp / 'uninterrupted')
+    proc = run_tool('tools/train.py', config, '--work-dir', work_dir)
+    assert proc.returncode == 0, explain(proc)
+    return work_dir
+
+
+def state_dict(path):
+    return torch.load(path, map_location='cpu', weights_only=True)[
+        'state_dict']
+
+
+def run_logs(work_dir):
+    """The text log of each run in work_dir, oldest first."""
+    return [open(p).read() for p in sorted(
+        glob.glob(osp.join(work_dir, '2*', '2*.log')))]
+
+
+def kill_mid_epoch(tmp, pause, work_dir):
+    """Start training with ``pause``, SIGKILL it in the middle of epoch 2."""
+    env = dict(os.environ, OMP_NUM_THREADS='1', MKL_NUM_THREADS='1',
+               PYTHONPATH=os.pathsep.join(
+                   [str(tmp), os.environ.get('PYTHONPATH', '')]))
+    marker = tmp / 'paused'
+    with open(tmp / 'killed.out', 'w') as out:
+        proc = subprocess.Popen(
+            [sys.executable, 'tools/train.py', pause, '--work-dir',
+             work_dir], cwd=ROOT, env=env, stdout=out, stderr=out)
+        try:
+            deadline = time.monotonic() + 300
+            while not marker.exists():
+                assert proc.poll() is None, (
+                    'the run to kill ended by itself:\n' +
+                    (tmp / 'killed.out').read_text()[-3000:])
+                assert time.monotonic() < deadline, 'never reached epoch 2'
+                time.sleep(0.2)
+            # mid-epoch: epoch 1 saved and named in last_checkpoint,
+            # epoch 2 not
+            assert osp.isfile(osp.join(work_dir, 'epoch_1.pth'))
+            with open(osp.join(work_dir, 'last_checkpoint')) as f:
+                assert f.read().strip().endswith('epoch_1.pth')
+            assert not osp.exists(osp.join(work_dir, 'epoch_2.pth'))
+            os.kill(proc.pid, signal.SIGKILL)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(60)
+    assert proc.returncode == -signal.SIGKILL
+
+
+def test_kill_mid_epoch_then_resume_gives_uninterrupted_weights(
+        tiny, uninterrupted):
+    tmp, config, pause = tiny
+    work_dir = str(tmp / 'killed')
+    kill_mid_epoch(tmp, pause, work_dir)
+    killed_log, = run_logs(work_dir)
+    assert re.search(r'Epoch\(train\)\s+\[2\]\[2/4\]', killed_log)
+
+    proc = run_tool('tools/train.py', config, '--work-dir', work_dir,
+                    '--resume')
+    assert proc.returncode == 0, explain(proc)
+
+    # both runs' logs are kept, the first one as the kill left it
+    first, second = run_logs(work_dir)
+    assert first == killed_log
+    assert re.search(r'Auto resumed from the latest checkpoint \S*epoch_1'
+                     r'\.pth', second), second[-3000:]
+    assert 'resumed epoch: 1, iter: 4' in second
+    assert re.search(r'Epoch\(train\)\s+\[2\]\[1/4\]', second)
+    assert not re.search(r'Epoch\(train\)\s+\[1\]', second)
+
+    expected = state_dict(osp.join(uninterrupted, 'epoch_3.pth'))
+    resumed = state_dict(osp.join(work_dir, 'epoch_3.pth'))
+    assert resumed.keys() == expected.keys()
+    delta = max((resumed[k].float() - expected[k].float()).abs().max().item()
+                for k in expected)
+    print(f'max |delta| of the resumed weights: {delta:.3g}')
+    # bitwise on this CPU; the tolerance covers reduction-order noise
+    torch.testing.assert_close(resumed, expected, rtol=0, atol=1e-6)
+    # not trivially equal: training moved the weights
+    start = state_dict(osp.join(work_dir, 'epoch_1.pth'))
+    assert any(not torch.equal(start[k], expected[k]) for k in expected)
+
+
+DAMAGES = ['empty', 'truncated', 'garbage']
+
+
+def damage(path, how):
+    """Empty the file, cut it to its first half, or overwrite it with bytes
+    that are no checkpoint."""
+    with open(path, 'rb') as f:
+        data = f.read()
+    data = dict(empty=b'', truncated=data[:len(data) // 2],
+                garbage=b'no checkpoint ' * 300)[how]
+    with open(path, 'wb') as f:
+        f.write(data)
+
+
+@pytest.fixture
+def train_tool(monkeypatch):
+    """tools/train.py in-process, its warnings recorded."""
+    train = load_train()
+    train.warnings = []
+    monkeypatch.setattr(
+        train, 'print_log',
+        lambda msg, logger=None, level=None: train.warnings.append(msg))
+    return train
+
+
+def copy_work_dir(source, work_dir):
+    shutil.copytree(source, work_dir,
+                    ignore=shutil.ignore_patterns('2*'))
+    with open(osp.join(work_dir, 'last_checkpoint'), 'w') as f:
+        f.write(osp.join(work_dir, 'epoch_3.pth'))
+
+
+@pytest.mark.parametrize('how', DAMAGES)
+def test_resume_steps_over_damaged_latest(how, tiny, uninterrupted,
+                                          tmp_path, train_tool):
+    _, config, _ = tiny
+    work_dir = str(tmp_path / 'work')
+    copy_work_dir(uninterrupted, work_dir)
+    latest = osp.join(work_dir, 'epoch_3.pth')
+    damage(latest, how)
+
+    args = train_tool.parse_args([config, '--work-dir', work_dir,
+                                  '--resume'])
+    cfg = train_tool.merge_args(train_tool.Config.fromfile(config), args)
+    assert cfg.resume and cfg.load_from == osp.join(work_dir, 'epoch_2.pth')
+    warning, = train_tool.warnings
+    assert (f'--resume: the latest checkpoint {latest} (named in '
+            f'{work_dir}/last_checkpoint) cannot be loaded: ') in warning
+    assert (f'Resuming from {work_dir}/epoch_2.pth, the newest intact '
+            'checkpoint of the work dir; the epochs (or iterations) after it '
+            'are trained again.') in warning
+
+    # every checkpoint damaged: an error naming them and what to do
+    for name in ('epoch_1.pth', 'epoch_2.pth'):
+        damage(osp.join(work_dir, name), how)
+    with pytest.raises(SystemExit) as error:
+        train_tool.merge_args(train_tool.Config.fromfile(config), args)
+    message = str(error.value)
+    assert f'no intact checkpoint to resume from in {work_dir}' in message
+    for epoch in (1, 2, 3):
+        assert f'{work_dir}/epoch_{epoch}.pth: ' in message
+    assert 'delete or move the damaged files' in message
+
+
+def test_resume_without_last_checkpoint_takes_newest(tiny, uninterrupted,
+                                                     tmp_path, train_tool):
+    """``last_checkpoint`` missing (the run died before writing it, or it
+    was deleted), checkpoints present: the newest of them, not a restart
+    that would overwrite them."""
+    _, config, _ = tiny
+    work_dir = str(tmp_path / 'work')
+    copy_work_dir(uninterrupted, work_dir)
+    os.remove(osp.join(work_dir, 'last_checkpoint'))
+    args = train_tool.parse_args([config, '--work-dir', work_dir,
+                                  '--resume'])
+    cfg = train_tool.merge_args(train_tool.Config.fromfile(config), args)
+    assert cfg.resume and cfg.load_from == osp.join(work_dir, 'epoch_3.pth')
+    assert 'last_checkpoint is missing' in train_tool.warnings[0]
+
+
+def test_first_resume_starts_from_load_from(tiny, uninterrupted, tmp_path,
+                                            train_tool):
+    """A job that always passes ``--resume`` (preemptible), first launch:
+    nothing to resume, so the config's ``load_from`` is loaded (mmengine
+    would drop it and start from random weights)."""
+    _, config, _ = tiny
+    pretrained = osp.join(uninterrupted, 'epoch_1.pth')
+    args = train_tool.parse_args([
+        config, '--work-dir', str(tmp_path / 'new'), '--resume',
+        '--cfg-options', f'load_from={pretrained}'
+    ])
+    cfg = train_tool.merge_args(train_tool.Config.fromfile(config), args)
+    assert not cfg.resume and cfg.load_from == pretrained
+    assert train_tool.warnings == [
+        f'--resume: no checkpoint in {tmp_path / "new"} yet, training starts '
+        f'from load_from={pretrained}'
+    ]
+
+
+@pytest.mark.parametrize('how', DAMAGES)
+def test_explicit_damaged_resume_is_named(how, tiny, uninterrupted,
+                                          tmp_path, train_tool):
+    _, config, _ = tiny
+    path = str(tmp_path / 'epoch_2.pth')
+    shutil.copy(osp.join(uninterrupted, 'epoch_2.pth'), path)
+    damage(path, how)
+    args = train_tool.parse_args([config, '--work-dir',
+                                  str(tmp_path / 'work'), '--resume', path])
+    with pytest.raises(SystemExit) as error:
+        train_tool.merge_args(train_tool.Config.fromfile(config), args)
+    message = str(error.value)
+    assert message.startswith(
+        f'train.py: error: --resume {path}: cannot resume from it: ')
+    assert {'empty': '0 bytes', 'truncated': 'truncated',
+            'garbage': ''}[how] in message
+    assert '--resume without a path' in message
+
+
+def test_resume_from_another_model_is_refused(train_tool):
+    """A checkpoint whose tensors do not all fit the model (another size or
+    number of classes) stops the run, where mmengine would load what fits
+    and train on with the rest at random."""
+    from types import SimpleNamespace
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 2))
+    hook = train_tool.ResumeFitHook('work/epoch_1.pth', 'cfg.py')
+    runner = SimpleNamespace(model=model)
+    hook.after_load_checkpoint(
+        runner, dict(state_dict=dict(model.state_dict())))  # fits
+    other = dict(model.state_dict(), **{'1.weight': torch.zeros(5, 8),
+                                        '1.bias': torch.zeros(5)})
+    with pytest.raises(SystemExit) as error:
+        hook.after_load_checkpoint(runner, dict(state_dict=other))
+    message = str(error.value)
+    assert message.startswith(
+        'train.py: error: --resume work/epoch_1.pth: it is not a checkpoint '
+        'of the model of cfg.py: only 2 of the 4 tensors')
+    assert 'load_from=work/epoch_1.pth instead of --resume' in message

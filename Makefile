@@ -25,7 +25,7 @@ $(STAMP): $(REQS)
 	@touch $(STAMP)
 
 test: install
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests --durations=30
 
 demo: install
 	$(PY) tools/demo.py

@@ -12,7 +12,9 @@ One flow runs every task of :data:`TASKS`:
    resolution and at larger ones never seen in training: the conditional
    position encoding has no table tied to the training size, so the same
    weights apply to any input size;
-5. print where everything went and the metrics. The exit status is non-zero
+5. plot the training loss per iteration from the runner's scalar log
+   (``<work_dir>/loss_curve.png``, beside ``predictions.png``);
+6. print where everything went and the metrics. The exit status is non-zero
    if a step failed or the trained model does not beat the untrained one.
 
 ``--task det`` (the default; object detection, mmdet) is the user's main
@@ -341,6 +343,91 @@ def prediction_grid(show_dir: str, out_png: str, num: int = 6) -> bool:
     return True
 
 
+def read_loss_curves(scalars_json: str) -> Dict[str, Tuple[list, list]]:
+    """The training losses per iteration in the runner's scalar log
+    (mmengine's LocalVisBackend writes ``<work_dir>/<timestamp>/vis_data/
+    scalars.json``, one JSON object a line; the ``<timestamp>.json`` beside
+    it has the same lines): ``{'loss': (steps, values), 'loss_cls': ...}``,
+    ``loss`` and its terms ``loss_*`` where the model logs them. Lines
+    without a loss (validation results) are skipped."""
+    curves: Dict[str, Tuple[list, list]] = {}
+    keys = set()
+    with open(scalars_json) as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f'{scalars_json}, line {n}: not JSON '
+                                 f'({e}): {line.strip()[:80]!r}') from None
+            keys.update(record)
+            for key, value in record.items():
+                if (key == 'loss' or key.startswith('loss_')) and \
+                        'step' in record:
+                    steps, values = curves.setdefault(key, ([], []))
+                    steps.append(record['step'])
+                    values.append(value)
+    if 'loss' not in curves:
+        raise ValueError(
+            f'{scalars_json} has no training loss: no line has both "loss" '
+            f'and "step" (keys found: {", ".join(sorted(keys)) or "none"}). '
+            'The curve is read from the scalars.json of a training run '
+            '(<work_dir>/<timestamp>/vis_data/, written by mmengine\'s '
+            'LocalVisBackend every default_hooks.logger.interval '
+            'iterations)')
+    return curves
+
+
+def plot_loss_curve(scalars_json: str, out_png: str) -> str:
+    """The curves of :func:`read_loss_curves` against the iteration, as a
+    PNG at ``out_png`` (matplotlib's Agg canvas: no display needed)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    curves = read_loss_curves(scalars_json)
+    fig = Figure(figsize=(6, 4), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for key in ['loss'] + sorted(k for k in curves if k != 'loss'):
+        steps, values = curves[key]
+        ax.plot(steps, values, label=key,
+                linewidth=2 if key == 'loss' else 1,
+                marker='.' if len(steps) < 20 else None)
+    ax.set_xlabel('iteration')
+    ax.set_ylabel('training loss')
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out_png, format='png')
+    return out_png
+
+
+def train_scalars(work_dir: str) -> Optional[str]:
+    """The runner's scalar log of the training run in ``work_dir``."""
+    logs = glob.glob(
+        osp.join(work_dir, '[0-9]*_[0-9]*', 'vis_data', 'scalars.json'))
+    return max(logs, key=osp.getmtime) if logs else None
+
+
+def loss_curve(work_dir: str) -> Optional[str]:
+    """``<work_dir>/loss_curve.png`` (relative to the repository) of the
+    training run in ``work_dir``; None, with the reason printed, where
+    there is no loss to plot (the model is what the demo checks: it goes
+    on)."""
+    curve = osp.join(work_dir, 'loss_curve.png')
+    scalars = train_scalars(osp.join(REPO, work_dir))
+    try:
+        if scalars is None:
+            raise ValueError(
+                f'no <timestamp>/vis_data/scalars.json in {work_dir} (the '
+                "config's visualizer writes it with a LocalVisBackend)")
+        plot_loss_curve(scalars, osp.join(REPO, curve))
+    except ValueError as e:
+        print(f'[demo] no loss curve: {e}', file=sys.stderr)
+        return None
+    return curve
+
+
 def train_log(work_dir: str) -> Optional[str]:
     """The runner's text log of the training run in ``work_dir``."""
     logs = glob.glob(osp.join(work_dir, '[0-9]*_[0-9]*', '*.log'))
@@ -444,6 +531,7 @@ def run(task: Task, quick: bool, data_root: Optional[str], work_dir: str,
             return 1
     png = osp.join(work_dir, 'predictions.png')
     drawn = task.draw and prediction_grid(work_abs, osp.join(REPO, png))
+    curve = loss_curve(work_dir)
 
     log = train_log(work_abs)
     ckpts = sorted(f for f in os.listdir(work_abs) if f.endswith('.pth'))
@@ -456,6 +544,8 @@ def run(task: Task, quick: bool, data_root: Optional[str], work_dir: str,
     print(f'  work dir    {work_dir}')
     print(f'  checkpoints {", ".join(ckpts)}')
     print(f'  train log   {osp.relpath(log, REPO) if log else "(none)"}')
+    if curve:
+        print(f'  loss curve  {curve}')
     print(f'  metrics     {work_dir}/demo_test_<model>_<size>.json')
     if drawn:
         print(f'  predictions {png}  (ground truth left, predictions '

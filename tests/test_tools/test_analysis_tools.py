@@ -16,6 +16,8 @@ import platform
 import re
 import subprocess
 import sys
+import time
+import types
 
 import pytest
 import torch
@@ -149,6 +151,14 @@ def test_benchmark_cli_pair_one_process_per_run(tmp_path):
                    *TINY, '--train', '--json', str(tmp_path / 'r.json'))
     assert out.returncode == 0, explain(out)
     assert 'each model alone in its own process' in out.stdout.splitlines()[0]
+    # a progress line per ABBA block on stderr; stdout has the results only
+    progress = re.findall(
+        r'^\[(\d)/2 blocks\] (\w+) 64px cpvt-tiny vs deit-tiny@mmpretrain, '
+        rf'block 1/1: {NUMBER} (s|min|h) so far, ~{NUMBER} (s|min|h) left$',
+        out.stderr, re.M)
+    assert [p[:2] for p in progress] == [('1', 'forward'), ('2', 'train')], \
+        out.stderr
+    assert 'blocks]' not in out.stdout
     for what in ('forward', 'train'):
         batch, ours, theirs, ratio, lo, hi = result_line(
             out.stdout, what, 'cpvt-tiny', 'deit-tiny@mmpretrain')
@@ -465,3 +475,39 @@ def test_train_step_check_cases_selects_nothing():
                    'no-such-case')
     assert out.returncode == 2
     assert 'no-such-case' in out.stderr and 'cpvt-tiny' in out.stderr
+
+
+def test_benchmark_progress_line_per_abba_block(benchmark, monkeypatch,
+                                                 capsys):
+    # two pairs (forward, train) of two ABBA blocks; every run takes 10 s
+    # on a stand-in clock
+    monkeypatch.setitem(benchmark.MODELS, 'small', lambda: nn.Identity())
+    monkeypatch.setitem(benchmark.MODELS, 'wide', lambda: nn.Identity())
+    now = [0.]
+
+    def run_child(s, env=None):
+        now[0] += 10
+        return dict(seconds=1., faults=0, malloc={})
+
+    monkeypatch.setattr(benchmark, 'run_child', run_child)
+    monkeypatch.setattr(benchmark, 'time', types.SimpleNamespace(
+        monotonic=lambda: now[0], perf_counter=time.perf_counter))
+    args = benchmark.parse_args(['--pairs', 'small:wide', '--sizes', '64',
+                                 '--runs', '4', '--train'])
+    results = benchmark.speed(args, {})
+    out = capsys.readouterr()
+    assert [r.what for r in results] == ['forward', 'train']
+    # after the 4 runs of each block; the time left at 40 s a block
+    assert out.err.splitlines() == [
+        '[1/4 blocks] forward 64px small vs wide, block 1/2: 40 s so far, '
+        '~2.0 min left',
+        '[2/4 blocks] forward 64px small vs wide, block 2/2: 80 s so far, '
+        '~80 s left',
+        '[3/4 blocks] train 64px small vs wide, block 1/2: 2.0 min so far, '
+        '~40 s left',
+        '[4/4 blocks] train 64px small vs wide, block 2/2: 2.7 min so far, '
+        '~0 s left']
+    # stdout: the header and the two results, as before
+    lines = out.out.splitlines()
+    assert len(lines) == 3 and 'blocks]' not in out.out, out.out
+    assert lines[1].startswith('forward ') and lines[2].startswith('train ')

@@ -11,6 +11,8 @@ printed ratio (ours / theirs throughput, > 1: ours faster) is the median
 over blocks, with a distribution-free 95 % interval of it in brackets.
 --in-process times both models alternately in one process instead; there
 the heap one model leaves behind changes what the other's allocations cost.
+After each ABBA block a progress line on stderr gives the blocks done, the
+time so far and an estimate of the time left; stdout has the results only.
 
 The default run measures the targets of benchmark_targets.yml (beside this
 file); --compile measures torch.compile (inductor) against eager for each
@@ -435,13 +437,18 @@ def median_interval(values, level=0.95):
     return xs[k - 1], xs[n - k]
 
 
-def abba(measure: Callable[[int], dict], runs: int):
+def abba(measure: Callable[[int], dict], runs: int,
+         on_block: Optional[Callable[[int, int], None]] = None):
     """``measure(0)`` and ``measure(1)``, ``runs`` times each, in the order
-    0 1 1 0 0 1 1 0 ...; returns the outputs of each, in run order."""
+    0 1 1 0 0 1 1 0 ...; returns the outputs of each, in run order.
+    ``on_block(k, n)`` is called after the k-th of the n whole ABBA
+    blocks."""
     out = ([], [])
     for i in range(runs):
         for j in ((0, 1) if i % 2 == 0 else (1, 0)):
             out[j].append(measure(j))
+        if on_block is not None and i % 2 == 1:
+            on_block((i + 1) // 2, runs // 2)
     return out
 
 
@@ -464,17 +471,20 @@ class Job:
 
 
 def compare(job: Job, runs: int, in_process: bool = False,
-            env: Optional[Dict[str, str]] = None) -> Result:
+            env: Optional[Dict[str, str]] = None,
+            on_block: Optional[Callable[[int, int], None]] = None) -> Result:
     """Measure a pair in ``runs`` ABBA-ordered runs of each model: fresh
-    processes, or turns of two Runners of this process."""
+    processes, or turns of two Runners of this process. ``on_block``: see
+    :func:`abba`."""
     if in_process:
         runners = [Runner(job.ours), Runner(job.theirs)]
         for r in runners:
             r.warm_up()
-        outs = abba(lambda j: runners[j].measure(), runs)
+        outs = abba(lambda j: runners[j].measure(), runs, on_block)
         malloc = malloc_settings()
     else:
-        outs = abba(lambda j: run_child((job.ours, job.theirs)[j], env), runs)
+        outs = abba(lambda j: run_child((job.ours, job.theirs)[j], env), runs,
+                    on_block)
         malloc = outs[0][0]['malloc']
     times = [[o['seconds'] for o in side] for side in outs]
     blocks = block_ratios(*times)
@@ -527,6 +537,37 @@ def plan(args) -> List[Job]:
 
 
 # ------------------------------------------------------------ the parent
+def format_duration(seconds: float) -> str:
+    if seconds < 90:
+        return f'{seconds:.0f} s'
+    if seconds < 90 * 60:
+        return f'{seconds / 60:.1f} min'
+    return f'{seconds / 3600:.1f} h'
+
+
+class Progress:
+    """One line on stderr after each ABBA block: the blocks done of the
+    run's ``total``, what the block measured, the time so far and the time
+    left at the mean time of a block so far (the --profile runs are not
+    counted). stdout keeps the results alone."""
+
+    def __init__(self, total: int,
+                 clock: Optional[Callable[[], float]] = None):
+        self.total, self.done = total, 0
+        self.clock = clock or time.monotonic
+        self.start = self.clock()
+
+    def __call__(self, what: str) -> str:
+        self.done += 1
+        elapsed = self.clock() - self.start
+        left = elapsed / self.done * (self.total - self.done)
+        line = (f'[{self.done}/{self.total} blocks] {what}: '
+                f'{format_duration(elapsed)} so far, ~{format_duration(left)}'
+                ' left')
+        print(line, file=sys.stderr, flush=True)
+        return line
+
+
 def format_result(r: Result) -> str:
     names = ((f'{r.ours} [inductor]', f'{r.theirs} [eager]') if r.compiled
              else (r.ours, r.theirs))
@@ -672,8 +713,14 @@ def speed(args, env) -> List[Result]:
           f'runs of each, {args.iters} timed calls a run after a warm-up '
           f'of {args.warmup}', flush=True)
     results = []
-    for job in plan(args):
-        results.append(compare(job, args.runs, args.in_process, env))
+    jobs = plan(args)
+    progress = Progress(len(jobs) * (args.runs // 2))
+    for job in jobs:
+        pair = (f'{job.what} {job.ours.size}px {job.ours.model} vs '
+                f'{job.theirs.model}')
+        results.append(compare(
+            job, args.runs, args.in_process, env,
+            on_block=lambda k, n: progress(f'{pair}, block {k}/{n}')))
         print(format_result(results[-1]), flush=True)
         if args.profile and job.what == 'forward':
             for s in (job.ours, job.theirs):

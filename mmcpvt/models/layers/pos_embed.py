@@ -29,7 +29,9 @@ class LearnedPositionEmbedding(nn.Module):
 
     def resized(self, hw_shape: Sequence[int]) -> torch.Tensor:
         """The table for an (H, W) grid: (1, extra + H*W, C)."""
-        if tuple(hw_shape) == self.grid_size:
+        # Traced (ONNX export), the table is always resized (the identity
+        # at its own size), so that the graph takes any size.
+        if tuple(hw_shape) == self.grid_size and not torch.jit.is_tracing():
             return self.pos_embed
         n = self.num_extra_tokens
         extra, table = self.pos_embed[:, :n], self.pos_embed[:, n:]

@@ -1,0 +1,229 @@
+"""tools/deployment/pytorch2onnx.py: ONNX export with dynamic batch, height
+and width.
+
+One file per model is exported at 64x64 with a batch of one, then run by
+onnxruntime with a batch of two at 64x64 and at 45x83, which no patch size,
+stride or window divides: a padding, reshape or window decision frozen at
+the export size shows there. Tiny CPVT, PVTPEG and SwinPEG backbones are
+exported in-process; a tiny classifier config goes through the command line
+with --verify, as a user runs it.
+"""
+import contextlib
+import importlib.util
+import json
+import math
+import os.path as osp
+import re
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+import torch.nn.functional as F
+from mmcv.cnn.bricks.transformer import AdaptivePadding
+
+from mmcpvt.registry import MODELS
+from tests.utils import ROOT, explain, run_tool
+
+TOOL = 'tools/deployment/pytorch2onnx.py'
+EXPORT_SIZE, OTHER_SIZE = (64, 64), (45, 83)
+ATOL = 1e-4  # the largest max |delta| accepted (float32)
+
+
+def load_tool():
+    """Import the tool by path (tools is no package)."""
+    spec = importlib.util.spec_from_file_location('_pytorch2onnx',
+                                                  osp.join(ROOT, TOOL))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+p2o = load_tool()
+
+# One PEG model per backbone family, shrunk. SwinPEG's window of 4 makes the
+# two sizes differ in the shift decision: stage 2 is 4x4 at 64x64 (one
+# window, not shifted) and 3x6 at 45x83 (two windows, shifted).
+BACKBONES = {
+    'CPVT': dict(arch=dict(embed_dims=32, num_layers=3, num_heads=2,
+                           feedforward_channels=64), peg_positions=(0, 1),
+                 out_type='featmap', out_indices=(0, -1),
+                 with_cls_token=True),
+    'PVTPEG': dict(arch=dict(embed_dims=[8, 16, 24, 32],
+                             num_heads=[1, 2, 3, 4], mlp_ratios=[2, 2, 2, 2],
+                             depths=[1, 2, 1, 1], sr_ratios=[8, 4, 2, 1])),
+    'SwinPEG': dict(arch=dict(embed_dims=8, depths=[2, 2, 2, 2],
+                              num_heads=[1, 2, 2, 4]), window_size=4),
+}
+
+
+def run_onnx(path, x: torch.Tensor):
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    sess = ort.InferenceSession(path, options,
+                                providers=['CPUExecutionProvider'])
+    return sess.run(None, {'input': x.numpy()})
+
+
+def swin_stage_maps(size, patch=4, num_stages=4):
+    """(H, W) of each SwinPEG stage: ceil divisions, as the model pads."""
+    maps, (h, w) = [], (math.ceil(size[0] / patch), math.ceil(size[1] / patch))
+    for _ in range(num_stages):
+        maps.append((h, w))
+        h, w = math.ceil(h / 2), math.ceil(w / 2)
+    return maps
+
+
+def test_swin_sizes_flip_the_shift_decision():
+    """The premise of the SwinPEG case below: at the two sizes some stage
+    fits in one window at one size and not at the other."""
+    ws = BACKBONES['SwinPEG']['window_size']
+    fits = [[max(m) <= ws for m in swin_stage_maps(s)]
+            for s in (EXPORT_SIZE, OTHER_SIZE)]
+    assert fits[0] != fits[1], fits
+
+
+@pytest.mark.parametrize('name', list(BACKBONES))
+def test_backbone_export_is_dynamic(name, tmp_path):
+    """One file exported at 1x3x64x64 gives PyTorch's feature maps (within
+    1e-4) for a batch of two at 64x64 and at 45x83; the input and the
+    feature maps have symbolic batch, height and width, and the norms are
+    single LayerNormalization nodes (opset 17)."""
+    torch.manual_seed(0)
+    backbone = MODELS.build(dict(type=name, **BACKBONES[name]))
+    backbone.init_weights()
+    module = p2o.BackboneFeatures(backbone).eval()
+    n = len(module(torch.zeros(1, 3, *EXPORT_SIZE)))
+    names = [f'feat{i}' for i in range(n)]
+    path = str(tmp_path / f'{name}.onnx')
+    p2o.export(module, path, EXPORT_SIZE, 17, True, names, [True] * n)
+
+    model = onnx.load(path)
+    onnx.checker.check_model(model)
+    assert model.opset_import[0].version == 17
+    ops = {node.op_type for node in model.graph.node}
+    assert 'LayerNormalization' in ops
+    for value in [*model.graph.input, *model.graph.output]:
+        dims = value.type.tensor_type.shape.dim
+        assert len(dims) == 4 and all(dims[i].dim_param for i in (0, 2, 3)
+                                      ), (value.name, dims)
+    assert model.graph.input[0].type.tensor_type.shape.dim[1].dim_value == 3
+
+    for size in (EXPORT_SIZE, OTHER_SIZE):
+        x = torch.randn(2, 3, *size)
+        with torch.no_grad():
+            expected = module(x)
+        got = run_onnx(path, x)
+        assert len(got) == len(expected) == n
+        for i, (o, e) in enumerate(zip(got, expected)):
+            assert o.shape == tuple(e.shape), (size, i)
+            delta = np.abs(o - e.numpy()).max()
+            assert delta <= ATOL, f'{name} at {size}, feat{i}: {delta:.2e}'
+
+
+@pytest.mark.parametrize('padding', ['corner', 'same'])
+@pytest.mark.parametrize('kernel, stride', [(4, 4), (3, 2), (7, 4)])
+def test_traced_padding_equals_mmcv(padding, kernel, stride):
+    """The export's AdaptivePadding pads eagerly exactly as mmcv's."""
+    ours = p2o.TracedAdaptivePadding(kernel, stride, 1, padding)
+    theirs = AdaptivePadding(kernel, stride, 1, padding)
+    for size in ((16, 16), (15, 17), (1, 2), (9, 4)):
+        x = torch.randn(1, 2, *size)
+        assert torch.equal(ours(x), theirs(x)), size
+
+
+CLS_CONFIG = """\
+_base_ = {base!r}
+model = dict(
+    backbone=dict(
+        arch=dict(_delete_=True, embed_dims=32, num_layers=2, num_heads=2,
+                  feedforward_channels=64),
+        img_size=64),
+    head=dict(num_classes=5, in_channels=32))
+data_preprocessor = dict(num_classes=5)
+"""
+
+
+def tiny_classifier(tmp_path):
+    """A tiny CPVT-Ti classifier config and a checkpoint of its weights
+    (randomised so that the logits are not near zero), and the model."""
+    from mmcpvt.analysis.features import build_model
+    config = tmp_path / 'cpvt_tiny.py'
+    config.write_text(CLS_CONFIG.format(base=osp.join(
+        ROOT, 'configs', 'cpvt', 'cpvt-tiny_4xb256_in1k.py')))
+    model, _, _ = build_model(str(config))
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in model.head.parameters():
+            p.normal_(0, 1)
+    checkpoint = str(tmp_path / 'tiny.pth')
+    torch.save(dict(state_dict=model.state_dict()), checkpoint)
+    return str(config), checkpoint, model
+
+
+def test_classifier_cli_verify(tmp_path):
+    """The command line exports a classifier config with its checkpoint;
+    --verify passes at both sizes, and the file's ``scores`` at 45x83 are
+    the softmax of the PyTorch classifier's logits; the normalisation it
+    expects is stored in the file."""
+    config, checkpoint, model = tiny_classifier(tmp_path)
+    out = str(tmp_path / 'cls.onnx')
+    proc = run_tool(TOOL, config, checkpoint, '--output-file', out,
+                    '--shape', '64', '64', '--verify', '--verify-shape',
+                    '45', '83')
+    assert proc.returncode == 0, explain(proc)
+    assert 'classifier ImageClassifier (CPVT backbone)' in proc.stdout
+    assert '64x64: max |delta| scores' in proc.stdout, explain(proc)
+    assert '45x83: max |delta| scores' in proc.stdout, explain(proc)
+    assert 'FAILED' not in proc.stdout
+
+    x = torch.randn(3, 3, *OTHER_SIZE)
+    with torch.no_grad():
+        expected = F.softmax(model(x, mode='tensor'), dim=-1).numpy()
+    (scores, ) = run_onnx(out, x)
+    assert scores.shape == (3, 5)
+    assert np.abs(scores - expected).max() <= ATOL
+    # log-scores: the logits up to a constant, at their own scale
+    assert np.abs(np.log(scores) - np.log(expected)).max() <= ATOL
+
+    meta = {p.key: p.value for p in onnx.load(out).metadata_props}
+    norm = json.loads(meta['mmcpvt_normalisation'])
+    assert norm == dict(mean=[123.675, 116.28, 103.53],
+                        std=[58.395, 57.12, 57.375], to_rgb=True)
+
+
+def test_learned_table_is_traced_for_any_size(tmp_path, capsys):
+    """DeiT's learned table, exported at its own size (where eager adds it
+    as it is), is resized in the graph: the tool, which verifies such models
+    on its own, finds the file right at 45x83 too. --static fixes the input
+    to 1x3x64x64."""
+    config = tmp_path / 'deit_tiny.py'
+    config.write_text(CLS_CONFIG.format(base=osp.join(
+        ROOT, 'configs', 'cpvt', 'deit-tiny_4xb256_in1k.py')))
+    out = str(tmp_path / 'deit.onnx')
+    args = [str(config), '--output-file', out, '--shape', '64']
+    p2o.main(args + ['--verify-shape', '45', '83'])
+    printed = capsys.readouterr().out
+    for size in ('64x64', '45x83'):
+        assert re.search(rf'at {size}: max \|delta\| .* ok', printed), printed
+    p2o.main(args + ['--static'])
+    dims = onnx.load(out).graph.input[0].type.tensor_type.shape.dim
+    assert [d.dim_value for d in dims] == [1, 3, 64, 64]
+
+
+def test_verify_catches_a_size_frozen_in_the_graph(tmp_path, monkeypatch,
+                                                   capsys):
+    """Without the traced patch-embedding padding, the padding of 64x64
+    (none) is frozen into the graph: --verify passes at 64x64, fails at
+    45x83 and the tool exits with an error."""
+    monkeypatch.setattr(p2o, 'traceable_padding',
+                        lambda module: contextlib.nullcontext())
+    config, checkpoint, _ = tiny_classifier(tmp_path)
+    with pytest.raises(SystemExit, match='does not reproduce PyTorch'):
+        p2o.main([config, checkpoint, '--output-file',
+                  str(tmp_path / 'cls.onnx'), '--shape', '64', '--verify',
+                  '--verify-shape', '45', '83'])
+    printed = capsys.readouterr().out
+    assert re.search(r'at 64x64: max \|delta\| .* ok', printed), printed
+    assert re.search(r'45x83: .*(FAILED|failed)', printed), printed

@@ -164,7 +164,8 @@ def attention_maps(backbone: nn.Module,
     sr = getattr(attn_module, 'sr_ratio', 1)
     kind = 'spatial-reduction' if sr > 1 else 'global'
     extra = attn.shape[2] - H * W
-    kv_hw = (H // sr, W // sr) if sr > 1 else (H, W)
+    # a map smaller than sr is padded to one sr x sr window (layers/attention.py)
+    kv_hw = (max(1, H // sr), max(1, W // sr)) if sr > 1 else (H, W)
     return AttentionMaps(attn, kind, (H, W), kv_hw, extra, info.stride,
                          len(images))
 

@@ -13,8 +13,10 @@ from mmengine.model import ModuleDict, ModuleList
 from mmengine.utils import to_2tuple
 
 from mmcpvt.registry import register_model
-from ..layers import (LearnedPositionEmbedding, SinCos2dPositionEmbedding,
-                      TransformerBlock, nlc_to_nchw)
+from ..checks import check_cfg_keys, check_flag
+from ..layers import (LearnedPositionEmbedding, RelativePositionEncoding2d,
+                      SinCos2dPositionEmbedding, TransformerBlock,
+                      nlc_to_nchw)
 from .base import BEFORE_FIRST_BLOCK, BaseBackbone
 from .utils import check_choice, resolve_arch
 
@@ -84,7 +86,8 @@ class CPVT(BaseBackbone):
         frozen_stages (int): Freeze the patch embedding, class token and
             position embedding before the first encoder (0), and the first
             ``frozen_stages`` encoders with the PEGs and position tables that
-            follow them (> 0). -1 freezes nothing. Defaults to -1.
+            follow them (1 to the number of encoders). -1 freezes nothing.
+            Defaults to -1.
         with_cp (bool): Gradient checkpointing of the encoders.
             Defaults to False.
         init_cfg (dict | list[dict], optional): Initialization config;
@@ -147,6 +150,16 @@ class CPVT(BaseBackbone):
             type(self).__name__)
         self.embed_dims = self.arch_settings['embed_dims']
         self.num_layers = self.arch_settings['num_layers']
+        self._check_args(
+            img_size=img_size, patch_size=patch_size, in_channels=in_channels,
+            drop_rate=drop_rate, attn_drop_rate=attn_drop_rate,
+            drop_path_rate=drop_path_rate, qkv_bias=qkv_bias,
+            final_norm=final_norm, with_cp=with_cp)
+        if with_cls_token is not None:
+            check_flag('with_cls_token', with_cls_token, 'CPVT')
+        check_cfg_keys('rpe_cfg', rpe_cfg, RelativePositionEncoding2d,
+                       'CPVT', set_by_owner=('head_dims', ),
+                       hint='; change model.backbone.rpe_cfg')
         check_choice('out_type', out_type, self.OUT_TYPES, 'CPVT')
         check_choice('pos_embed', pos_embed, self.POS_EMBEDS, 'CPVT')
         if with_cls_token is None:
@@ -175,8 +188,11 @@ class CPVT(BaseBackbone):
                 f"pos_embed='none'")
         self.out_indices = self._check_out_indices(out_indices,
                                                    self.num_layers, 'encoders')
-        self.frozen_stages = frozen_stages
+        self.frozen_stages = self._check_frozen_stages(
+            frozen_stages, self.num_layers, 'encoders')
         self.with_cp = with_cp
+        self.in_channels = in_channels
+        self.patch_size = patch_size
         self.img_size = to_2tuple(img_size)
 
         # The patch embedding pads the bottom/right to a multiple of the
@@ -200,7 +216,7 @@ class CPVT(BaseBackbone):
 
         # 'pegs.0' follows encoder 0
         self.pegs = self._build_pegs(self.peg_positions, self.embed_dims,
-                                     peg_cfg)
+                                     peg_cfg, self.num_extra_tokens)
         # 'pos_embeds.0' follows encoder 0; a learned table is made for the
         # map it gets at img_size (smaller after a PEG without padding)
         map_sizes = self._map_sizes(self.patch_embed.init_out_size)
@@ -226,6 +242,7 @@ class CPVT(BaseBackbone):
         self.final_norm = final_norm
         self.norm = build_norm_layer(
             norm_cfg, self.embed_dims)[1] if final_norm else nn.Identity()
+        self._find_min_input_size()
         self._freeze_stages()
 
     def _build_pos_embed(self, kind: str, grid_size):
@@ -249,10 +266,21 @@ class CPVT(BaseBackbone):
                 hw_shape = self.pegs[str(position)].out_hw_shape(hw_shape)
         return sizes
 
+    def _peg_map_sides(self, size: int):
+        side = -(-size // self.patch_size)  # the patch embedding pads
+        for position in range(BEFORE_FIRST_BLOCK, self.num_layers):
+            peg = self.pegs[str(position)] if str(
+                position) in self.pegs else None
+            if peg is not None:
+                yield f'pegs.{position}', peg, side
+                if side < peg.min_map_size:
+                    return  # the sides after it are unknown
+                side = peg.out_hw_shape((side, side))[0]
+
     def _frozen_modules(self) -> list:
         if self.frozen_stages < 0:
             return []
-        n = min(self.frozen_stages, self.num_layers)
+        n = self.frozen_stages
         frozen = [self.patch_embed, self.drop_after_pos, *self.layers[:n]]
         frozen += [peg for pos, peg in self.pegs.items() if int(pos) < n]
         frozen += [pe for pos, pe in self.pos_embeds.items() if int(pos) < n]
@@ -291,6 +319,7 @@ class CPVT(BaseBackbone):
         return peg(x, hw_shape), (), peg.out_hw_shape(hw_shape)
 
     def forward(self, x: torch.Tensor) -> tuple:
+        self._check_input(x)
         B = x.shape[0]
         x, hw_shape = self.patch_embed(x)  # (B, H*W, C)
         if self.with_cls_token:

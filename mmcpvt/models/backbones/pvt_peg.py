@@ -27,8 +27,10 @@ class PVTPEG(BaseBackbone):
     Four stages of spatial-reduction transformer blocks at strides 4, 8, 16
     and 32. The learned position tables of PVT are removed; a PEG follows the
     configured block(s) of each stage. Every patch embedding pads the
-    bottom/right to a multiple of its stride, so any input size works and the
-    stage ``i`` map is ``ceil(H / 2**(i+2))`` high.
+    bottom/right to a multiple of its stride, so any input size works (down
+    to 1x1: a map smaller than its spatial-reduction ratio is padded to one
+    window, see :class:`Attention`) and the stage ``i`` map is
+    ``ceil(H / 2**(i+2))`` high.
 
     Args:
         arch (str | dict): 'tiny' / 'small' / 'medium' / 'large' (or 't' /
@@ -64,7 +66,8 @@ class PVTPEG(BaseBackbone):
             only the last stage is normed (PVT / Twins classification).
             Defaults to False.
         frozen_stages (int): Number of leading stages (each with its patch
-            embedding) to freeze; -1 or 0 freezes nothing. Defaults to -1.
+            embedding) to freeze, up to the number of stages; -1 or 0
+            freezes nothing. Defaults to -1.
         norm_eval (bool): Keep BatchNorm layers (stacked-PEG variants) in
             eval mode during training. Defaults to False.
         with_cp (bool): Gradient checkpointing of the blocks.
@@ -123,6 +126,12 @@ class PVTPEG(BaseBackbone):
                 raise ValueError(
                     f'PVTPEG: arch {key} has {len(s[key])} entries but '
                     f'depths has {self.num_stages}; give one per stage')
+        self._check_args(
+            in_channels=in_channels, patch_sizes=patch_sizes,
+            img_size=img_size, qkv_bias=qkv_bias, drop_rate=drop_rate,
+            attn_drop_rate=attn_drop_rate, drop_path_rate=drop_path_rate,
+            norm_after_stage=norm_after_stage, norm_eval=norm_eval,
+            with_cp=with_cp)
         if len(patch_sizes) != self.num_stages:
             raise ValueError(f'PVTPEG: patch_sizes needs {self.num_stages} '
                              f'entries, got {tuple(patch_sizes)}')
@@ -134,8 +143,11 @@ class PVTPEG(BaseBackbone):
                                                    self.num_stages)
         self.peg_positions = self._check_stage_peg_positions(
             peg_positions, s['depths'])
-        self.frozen_stages = frozen_stages
+        self.frozen_stages = self._check_frozen_stages(
+            frozen_stages, self.num_stages, 'stages')
         self.norm_eval = norm_eval
+        self.in_channels = in_channels
+        self.patch_sizes = tuple(patch_sizes)
         self.with_cp = with_cp
         self.with_cls_token = out_type == 'cls_token'
         if self.with_cls_token and s['sr_ratios'][-1] != 1:
@@ -183,20 +195,30 @@ class PVTPEG(BaseBackbone):
                         sr_ratio=s['sr_ratios'][i],
                         norm_cfg=norm_cfg) for j in range(s['depths'][i])
                 ]))
-            # 'pegs.1.0' follows block 0 of stage 1
+            # 'pegs.1.0' follows block 0 of stage 1; the class token (if
+            # any) joins the tokens in the last stage
             self.pegs.append(
-                self._build_pegs(self.peg_positions[i], dims, peg_cfg))
+                self._build_pegs(self.peg_positions[i], dims, peg_cfg,
+                                 int(last and self.with_cls_token)))
             self.norms.append(
                 build_norm_layer(norm_cfg, dims)[1]
                 if norm_after_stage or last else nn.Identity())
             in_dims, cur = dims, cur + s['depths'][i]
         if self.with_cls_token:
             self.cls_token = nn.Parameter(torch.zeros(1, 1, dims))
+        self._find_min_input_size()
         self._freeze_stages()
+
+    def _peg_map_sides(self, size: int):
+        side = size
+        for i in range(self.num_stages):
+            side = -(-side // self.patch_sizes[i])  # the patch embeds pad
+            for j, peg in self.pegs[i].items():
+                yield f'pegs.{i}.{j}', peg, side
 
     def _frozen_modules(self) -> list:
         frozen = []
-        for i in range(min(self.frozen_stages, self.num_stages)):
+        for i in range(self.frozen_stages):
             frozen += [self.patch_embeds[i], self.stages[i], self.pegs[i],
                        self.norms[i]]
             if self.pos_embeds is not None:
@@ -204,6 +226,7 @@ class PVTPEG(BaseBackbone):
         return frozen
 
     def forward(self, x: torch.Tensor) -> tuple:
+        self._check_input(x)
         outs = []
         B = x.shape[0]
         for i in range(self.num_stages):

@@ -31,7 +31,12 @@ class Attention(BaseModule):
             With 1 there is no reduction and q, k, v come from one ``qkv``
             projection; with r > 1, ``q`` and ``kv`` are separate and keys
             and values are computed on the map reduced by an r x r, stride r
-            convolution followed by a norm. Defaults to 1.
+            convolution followed by a norm: floor(H/r) x floor(W/r) of them,
+            as in PVT. A map smaller than r on a side (an input under 32 px
+            in PVT's first stage) is zero-padded at the bottom/right to r
+            there, to give one row or column of keys instead of PyTorch's
+            "kernel size can't be greater than actual input size".
+            Defaults to 1.
         norm_cfg (dict): Norm after the spatial reduction.
             Defaults to ``dict(type='LN')``.
         fused_attn (bool): Use ``F.scaled_dot_product_attention``.
@@ -106,8 +111,12 @@ class Attention(BaseModule):
         """
         if self.sr_ratio > 1:
             q = self._split_heads(self.q(x), 1)[0]
-            # (B, N, C) -> (B, C, H, W) -> reduced (B, N', C)
-            x_ = nchw_to_nlc(self.sr(nlc_to_nchw(x, hw_shape)))
+            feat = nlc_to_nchw(x, hw_shape)  # (B, N, C) -> (B, C, H, W)
+            r, (H, W) = self.sr_ratio, hw_shape
+            if H < r or W < r:  # at least one r x r window
+                feat = F.pad(feat, (0, max(r - W, 0), 0, max(r - H, 0)))
+            # (B, C, H, W) -> reduced (B, N', C)
+            x_ = nchw_to_nlc(self.sr(feat))
             k, v = self._split_heads(self.kv(self.norm(x_)), 2).unbind(0)
         else:
             q, k, v = self._split_heads(self.qkv(x), 3).unbind(0)

@@ -22,6 +22,7 @@ def nlc_to_nchw(x: torch.Tensor, hw_shape: Sequence[int]) -> torch.Tensor:
 def nchw_to_nlc(x: torch.Tensor) -> torch.Tensor:
     """Map (B, C, H, W) -> tokens (B, H*W, C); a view for channels-last
     maps, a copy otherwise."""
-    B, C = x.shape[:2]
-    # (B, C, H, W) -> (B, H, W, C) -> (B, H*W, C)
-    return x.permute(0, 2, 3, 1).reshape(B, -1, C)
+    B, C, H, W = x.shape
+    # (B, C, H, W) -> (B, H, W, C) -> (B, H*W, C); no -1, which an empty
+    # batch (B = 0) leaves undetermined
+    return x.permute(0, 2, 3, 1).reshape(B, H * W, C)

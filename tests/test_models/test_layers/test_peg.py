@@ -21,11 +21,13 @@ def test_default_peg_is_depthwise_3x3_zero_padded_plus_identity():
 
 def test_class_token_bypasses_peg():
     C, H, W = 4, 3, 3
-    peg = PEG(C, C)
+    peg = PEG(C, C, num_extra_tokens=1)
     x = torch.randn(2, 1 + H * W, C)
     out = peg(x, (H, W))
     assert torch.equal(out[:, 0], x[:, 0])
-    torch.testing.assert_close(out[:, 1:], peg(x[:, 1:], (H, W)))
+    no_cls = PEG(C, C)
+    no_cls.load_state_dict(peg.state_dict())
+    torch.testing.assert_close(out[:, 1:], no_cls(x[:, 1:], (H, W)))
 
 
 def test_zero_padding_reveals_absolute_position():
@@ -43,7 +45,7 @@ def test_zero_padding_reveals_absolute_position():
 @pytest.mark.parametrize('k', [3, 7, 27])
 def test_kernel_sizes_keep_token_count(k):
     C = 4
-    peg = PEG(C, C, kernel_size=k)
+    peg = PEG(C, C, kernel_size=k, num_extra_tokens=1)
     assert n_params(peg) == k * k * C + C
     assert peg(torch.randn(2, 1 + 10 * 3, C), (10, 3)).shape == (2, 31, C)
 
@@ -80,7 +82,7 @@ def test_strided_peg_has_no_identity():
 def test_no_padding_shrinks_the_map_and_crops_the_identity():
     """padding=0: F(x) + crop(x), the map k-1 smaller on each axis."""
     C, H, W = 4, 6, 9
-    peg = PEG(C, C, padding=0)
+    peg = PEG(C, C, padding=0, num_extra_tokens=1)
     assert n_params(peg) == n_params(PEG(C, C))  # the same convolution
     assert peg.out_hw_shape((H, W)) == (H - 2, W - 2)
     x = torch.randn(2, 1 + H * W, C)
@@ -117,7 +119,7 @@ def test_padding_sets_the_output_map(k, padding, num_layers, shrink):
 
 
 def test_a_map_too_small_for_an_unpadded_peg_is_explained():
-    with pytest.raises(ValueError, match='leaves no token of a 2x5 map'):
+    with pytest.raises(ValueError, match='at least 3x3, got 2x5'):
         PEG(4, 4, padding=0)(torch.randn(1, 10, 4), (2, 5))
 
 

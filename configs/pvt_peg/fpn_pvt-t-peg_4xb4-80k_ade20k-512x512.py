@@ -4,7 +4,7 @@
 #   --cfg-options model.backbone.init_cfg=None
 _base_ = [
     '../_base_/models/fpn_pvt-t-peg.py',
-    'mmseg::_base_/datasets/ade20k.py',
+    '../_base_/datasets/ade20k.py',
     'mmseg::_base_/default_runtime.py',
     '../_base_/schedules/schedule_80k.py',
 ]

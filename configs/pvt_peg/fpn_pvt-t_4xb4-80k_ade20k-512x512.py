@@ -4,7 +4,7 @@
 # fpn_pvt-t-peg_4xb4-80k_ade20k-512x512.py.
 _base_ = [
     '../_base_/models/fpn_pvt-t-peg.py',
-    'mmseg::_base_/datasets/ade20k.py',
+    '../_base_/datasets/ade20k.py',
     'mmseg::_base_/default_runtime.py',
     '../_base_/schedules/schedule_80k.py',
 ]

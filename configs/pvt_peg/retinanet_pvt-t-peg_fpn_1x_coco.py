@@ -4,7 +4,7 @@
 #   --cfg-options model.backbone.init_cfg=None
 _base_ = [
     '../_base_/models/retinanet_pvt-t-peg_fpn.py',
-    'mmdet::_base_/datasets/coco_detection.py',
+    '../_base_/datasets/coco_detection.py',
     '../_base_/schedules/schedule_1x.py',
     'mmdet::_base_/default_runtime.py',
 ]

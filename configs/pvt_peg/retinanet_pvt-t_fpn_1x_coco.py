@@ -4,7 +4,7 @@
 # retinanet_pvt-t-peg_fpn_1x_coco.py: only the backbone differs.
 _base_ = [
     '../_base_/models/retinanet_pvt-t-peg_fpn.py',
-    'mmdet::_base_/datasets/coco_detection.py',
+    '../_base_/datasets/coco_detection.py',
     '../_base_/schedules/schedule_1x.py',
     'mmdet::_base_/default_runtime.py',
 ]

@@ -6,7 +6,7 @@
 # 8-32) so that no output norm is left unused.
 _base_ = [
     '../_base_/models/retinanet_pvt-t-peg_fpn.py',
-    'mmdet::_base_/datasets/coco_detection.py',
+    '../_base_/datasets/coco_detection.py',
     '../_base_/schedules/schedule_1x.py',
     'mmdet::_base_/default_runtime.py',
 ]

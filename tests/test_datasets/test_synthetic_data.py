@@ -1,20 +1,24 @@
 """The synthetic COCO and ADE20K sets of tools/dataset_converters load with
 the readers of the real ones: pycocotools' COCO, mmdet's CocoDataset and
-mmseg's ADE20KDataset, unchanged."""
+mmseg's ADE20KDataset, unchanged. The generators (COCO, ADE20K, ImageNet)
+delete only what they wrote, refuse bad arguments with a message, and show
+progress."""
 import json
 import os
 import os.path as osp
+import re
 import sys
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from tests.utils import ROOT
+from tests.utils import ROOT, explain, run_tool
 
 sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
 from make_ade20k import make_ade20k  # noqa: E402
 from make_coco import COCO_CATEGORIES, coco_classes, make_coco  # noqa: E402
+from make_imagenet import make_imagenet  # noqa: E402
 from shapes import SHAPES, polygon_mask, render_scene  # noqa: E402
 
 K_COCO = 12  # reaches 'stop sign' (id 13): COCO ids are not contiguous
@@ -190,7 +194,6 @@ def test_coco_refuses_to_overwrite(tmp_path):
         make_coco(str(tmp_path / 'x'), 2, 1, 64, 81)
 
 
-
 def test_coco_objects_per_image(tmp_path):
     out = str(tmp_path / 'coco')
     info = make_coco(out, 6, 2, 96, 2, objects_per_image=(4, 6))
@@ -205,6 +208,7 @@ def test_coco_objects_per_image(tmp_path):
     assert np.mean(list(per_image.values())) > 3
     with pytest.raises(ValueError, match='objects_per_image'):
         make_coco(str(tmp_path / 'x'), 2, 1, 64, 2, objects_per_image=(3, 2))
+
 
 # ----------------------------------------------------------------- ADE20K
 def test_ade20k_layout(ade_out):
@@ -260,3 +264,160 @@ def test_ade20k_refuses_bad_arguments(tmp_path):
         make_ade20k(str(tmp_path / 'a'), 2, 1, 64, 151)
     with pytest.raises(ValueError, match='size'):
         make_ade20k(str(tmp_path / 'a'), 2, 1, 16, 3)
+
+
+# ------------------------------------------- what the generators write
+# name: (function, small arguments, marker file)
+GENERATORS = {
+    'coco': (make_coco, dict(num_train=3, num_val=1, size=48,
+                             num_classes=2), 'make_coco.json'),
+    'ade20k': (make_ade20k, dict(num_train=3, num_val=1, size=32,
+                                 num_classes=2), 'make_ade20k.json'),
+    'imagenet': (make_imagenet, dict(num_classes=2, train_per_class=2,
+                                     val_per_class=1, size=16),
+                 'make_imagenet.json'),
+}
+
+
+def _files(root):
+    """Every file under ``root``, relative to it."""
+    return sorted(
+        osp.relpath(osp.join(d, f), root) for d, _, names in os.walk(root)
+        for f in names)
+
+
+def _listed(out, marker):
+    with open(osp.join(out, marker)) as f:
+        return json.load(f)
+
+
+@pytest.mark.parametrize('name', GENERATORS)
+def test_marker_lists_exactly_the_written_files(tmp_path, name):
+    make, kwargs, marker = GENERATORS[name]
+    out = str(tmp_path / name)
+    info = make(out, **kwargs)
+    listed = _listed(out, marker)
+    assert listed['complete'] is True
+    assert sorted(listed['files'] + [marker]) == _files(out)
+    assert 'files' not in info and 'complete' not in info
+
+
+@pytest.mark.parametrize('name', GENERATORS)
+def test_overwrite_deletes_only_what_the_generator_wrote(tmp_path, name):
+    """--overwrite on a generated set that also holds the user's files:
+    refused, those files named, nothing deleted. Without them, the set is
+    replaced and nothing of the old one is left."""
+    make, kwargs, marker = GENERATORS[name]
+    out = tmp_path / name
+    make(str(out), **kwargs)
+    generated = _files(out)
+    mine = [osp.join(osp.dirname(generated[-1]), 'mine.jpg'),
+            osp.join('notes', 'todo.txt')]
+    for rel in mine:
+        (out / rel).parent.mkdir(exist_ok=True)
+        (out / rel).write_text('keep me')
+    with pytest.raises(FileExistsError) as e:
+        make(str(out), overwrite=True, **kwargs)
+    assert f'{out} holds 2 files that make_{name}.py did not write: ' \
+        f'{", ".join(sorted(mine))}; nothing is deleted.' in str(e.value)
+    assert _files(out) == sorted(generated + mine)
+
+    for rel in mine:
+        (out / rel).unlink()
+    (out / 'notes').rmdir()
+    smaller = dict(kwargs, **{next(iter(kwargs)): 1})  # fewer images
+    make(str(out), overwrite=True, **smaller)
+    assert sorted(_listed(out, marker)['files'] + [marker]) == _files(out)
+    assert len(_files(out)) < len(generated)
+
+
+def test_overwrite_of_a_set_made_before_the_file_list(tmp_path):
+    """A marker without a file list (written by an earlier version): the
+    files are worked out from its arguments, with the same rule."""
+    out = tmp_path / 'coco'
+    make_coco(str(out), 3, 1, 48, 2)
+    listed = _listed(str(out), 'make_coco.json')
+    del listed['files'], listed['complete']
+    (out / 'make_coco.json').write_text(json.dumps(listed))
+    (out / 'train2017' / 'mine.jpg').write_text('keep me')
+    with pytest.raises(FileExistsError, match=r'1 files that make_coco.py '
+                       r'did not write: train2017/mine.jpg'):
+        make_coco(str(out), 2, 1, 48, 2, overwrite=True)
+    (out / 'train2017' / 'mine.jpg').unlink()
+    make_coco(str(out), 2, 1, 48, 2, overwrite=True)
+    assert len(os.listdir(out / 'train2017')) == 2
+
+
+def test_interrupted_run_is_replaced_without_overwrite(tmp_path):
+    """A run stopped half-way (its marker says complete=False) is not a
+    data set, and a new run replaces it without --overwrite."""
+    from make_coco import read_info
+    out = tmp_path / 'coco'
+    make_coco(str(out), 3, 1, 48, 2)
+    listed = _listed(str(out), 'make_coco.json')
+    (out / 'make_coco.json').write_text(
+        json.dumps(dict(listed, complete=False)))
+    (out / 'annotations' / 'instances_val2017.json').unlink()
+    assert read_info(str(out)) is None
+    info = make_coco(str(out), 3, 1, 48, 2)
+    assert read_info(str(out)) == json.loads(json.dumps(info))
+
+
+@pytest.mark.parametrize('tool, args, message', [
+    ('make_imagenet.py', ['--out', 'FILE'], r'--out .*FILE is a file, not '
+     r'a directory'),
+    ('make_ade20k.py', ['--out', 'FILE/ade'], r'--out .*FILE/ade lies under '
+     r'.*FILE, which is a file'),
+    ('make_coco.py', ['--out', 'SET'], r'.*SET holds a data set that '
+     r'make_coco.py made; pass --overwrite'),
+    ('make_coco.py', ['--out', 'NEW', '--num-train', '-3'], r'--num-train '
+     r'and --num-val \(num_train, num_val\) must be >= 1, got -3 and 50'),
+    ('make_coco.py', ['--out', 'NEW', '--size', '40'], r'--size \(size\) '
+     r'must be >= 43 pixels, got 40: image sides go down to 0.75 x size'),
+    ('make_ade20k.py', ['--out', 'NEW', '--seed', '-1'], r'--seed \(seed\) '
+     r'must be >= 0, got -1'),
+], ids=['out-is-file', 'out-under-file', 'out-is-set', 'negative-count',
+        'size-too-small', 'negative-seed'])
+def test_cli_errors_are_one_line(tmp_path, tool, args, message):
+    """Refused arguments and output paths end in one line that says what
+    was given and what to do; no traceback, nothing written."""
+    (tmp_path / 'FILE').write_text('a file')
+    make_coco(str(tmp_path / 'SET'), 1, 1, 48, 1)
+    before = _files(tmp_path)
+    args = [str(tmp_path / a) if a in ('FILE', 'FILE/ade', 'SET', 'NEW')
+            else a for a in args]
+    proc = run_tool(osp.join('tools', 'dataset_converters', tool), *args)
+    assert proc.returncode == 1, explain(proc)
+    assert 'Traceback' not in proc.stderr, explain(proc)
+    error, = proc.stderr.strip().splitlines()
+    assert re.match(f'{tool}: error: {message}', error), error
+    assert _files(tmp_path) == before
+
+
+def test_cli_warns_when_objects_do_not_fit(tmp_path):
+    """Objects too large for --size to place --objects-per-image of them:
+    a warning with the number placed and what to change."""
+    proc = run_tool(
+        'tools/dataset_converters/make_coco.py', '--out',
+        str(tmp_path / 'coco'), '--num-train', '2', '--num-val', '1',
+        '--size', '43', '--object-scale', '0.5', '0.5', '--objects-per-image',
+        '6', '6')
+    assert proc.returncode == 0, explain(proc)
+    assert re.search(r'make_coco.py: warning: train2017 has [\d.]+ objects '
+                     r'per image, fewer than the --objects-per-image minimum '
+                     r'6.*Lower --objects-per-image or --object-scale, or '
+                     r'raise --size', proc.stderr), explain(proc)
+
+
+def test_progress_bar(tmp_path, capsys):
+    """mmengine's bar on stdout, ending at N/N, updated at most ~100 times
+    (a log that captures it gets one short line); none by default."""
+    make_imagenet(str(tmp_path / 'a'), num_classes=1, train_per_class=300,
+                  val_per_class=2, size=8, progress=True)
+    out = capsys.readouterr().out
+    assert out.startswith('make_imagenet.py: writing 302 images to ')
+    updates = out.split('\r')
+    assert 300 // 3 <= len(updates) - 1 <= 101
+    assert updates[-1].startswith('[' + '>' * 10) and '302/302' in updates[-1]
+    make_coco(str(tmp_path / 'b'), 2, 1, 48, 2)
+    assert capsys.readouterr().out == ''

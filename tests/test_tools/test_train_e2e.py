@@ -238,7 +238,7 @@ def test_demo_task_table(name, tmp_path, capsys):
 
     # the generator takes the table's arguments (fewer, smaller images);
     # a second run finds the same set and keeps it
-    spec = dict(demo.data_spec(task, cfg, quick=True), size=32,
+    spec = dict(demo.data_spec(task, cfg, quick=True), size=48,
                 **{k: 1 for k in task.quick_data})
     info = demo.ensure_data(task, str(tmp_path / 'tiny'), spec)
     assert info['num_classes'] == task.num_classes(cfg)

@@ -10,7 +10,7 @@ the real COCO 2017 (``data_root='data/coco/'``)::
     │   └── instances_val2017.json
     ├── train2017/000000000001.jpg ...
     ├── val2017/000000000101.jpg ...
-    └── make_coco.json                 (how it was made)
+    └── make_coco.json                 (how it was made, the files written)
 
 The categories are the first ``num_classes`` real COCO categories with their
 real ids and names ('person' = 1, 'bicycle' = 2, ..., 'traffic light' = 10,
@@ -21,6 +21,9 @@ vary between 0.75x and 1.25x of ``size`` on each side, so batches need
 padding as on real COCO. Every image is seeded from ``(seed, split,
 index)``: the same arguments give byte-identical files.
 
+An existing set is replaced only with ``--overwrite`` and only file by file:
+what the tool wrote, never a file of the user's (``generated.py``).
+
 Example::
 
     python tools/dataset_converters/make_coco.py --out data/coco \\
@@ -29,20 +32,25 @@ Example::
 import argparse
 import datetime
 import json
+import math
 import os
 import os.path as osp
 import sys
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 from PIL import Image
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from shapes import (class_style, prepare_out_dir,  # noqa: E402
-                    read_marker, render_scene, write_marker)
+from generated import (Progress, prepare_out_dir,  # noqa: E402
+                       read_marker, write_marker)
+from shapes import class_style, render_scene  # noqa: E402
 
 MARKER = 'make_coco.json'
 SPLIT_IDS = {'train2017': 0, 'val2017': 1}
+# mmdet's COCO configs drop images under 32 px (filter_cfg min_size=32);
+# image sides go down to 0.75x of --size.
+MIN_SIZE = math.ceil(32 / 0.75)
 # (id, name, supercategory) of the 80 COCO 2017 detection categories, in the
 # order of mmdet's CocoDataset.METAINFO['classes'].
 COCO_CATEGORIES = [
@@ -91,8 +99,29 @@ def coco_classes(num_classes: int) -> tuple:
     return tuple(name for _, name, _ in COCO_CATEGORIES[:num_classes])
 
 
+def _image_ids(num_train: int, num_val: int) -> dict:
+    """The image ids of each split: train 1..N, val N+1..N+M."""
+    return {
+        'train2017': range(1, num_train + 1),
+        'val2017': range(num_train + 1, num_train + num_val + 1),
+    }
+
+
+def _file_name(image_id: int) -> str:
+    return f'{image_id:012d}.jpg'
+
+
+def coco_files(info: dict) -> List[str]:
+    """The files :func:`make_coco` writes for ``info`` (its arguments),
+    relative to the data root."""
+    files = [f'annotations/instances_{split}.json' for split in SPLIT_IDS]
+    for split, ids in _image_ids(info['num_train'], info['num_val']).items():
+        files += [f'{split}/{_file_name(i)}' for i in ids]
+    return files
+
+
 def _split_dataset(out_dir, split, image_ids, size, num_classes, seed,
-                   object_scale, objects_per_image):
+                   object_scale, objects_per_image, progress):
     """Render the images of one split; return its COCO json dict."""
     categories = COCO_CATEGORIES[:num_classes]
     images, annotations = [], []
@@ -104,9 +133,10 @@ def _split_dataset(out_dir, split, image_ids, size, num_classes, seed,
         scene = render_scene(rng, height, width, num_classes,
                              num_objects=objects_per_image,
                              scale_range=object_scale)
-        file_name = f'{image_id:012d}.jpg'
+        file_name = _file_name(image_id)
         Image.fromarray(scene.image).save(
             osp.join(out_dir, split, file_name), quality=92)
+        progress.update()
         images.append(
             dict(
                 license=1,
@@ -157,7 +187,8 @@ def make_coco(out_dir: str,
               seed: int = 0,
               overwrite: bool = False,
               object_scale: Sequence[float] = (0.08, 0.4),
-              objects_per_image: Sequence[int] = (1, 5)) -> dict:
+              objects_per_image: Sequence[int] = (1, 5),
+              progress: bool = False) -> dict:
     """Write the data set to ``out_dir`` and return its description.
 
     Args:
@@ -169,8 +200,9 @@ def make_coco(out_dir: str,
         num_classes (int): Number of categories, 1 to 80: the first ones of
             COCO. Defaults to 4.
         seed (int): Random seed. Defaults to 0.
-        overwrite (bool): Replace a data set made by this tool before; a
-            directory that holds anything else is never deleted.
+        overwrite (bool): Replace a data set made by this tool before: the
+            files it wrote (listed in ``make_coco.json``); a directory that
+            also holds other files is refused and nothing is deleted.
             Defaults to False.
         object_scale (Sequence[float]): Range of an object's extent as a
             fraction of the shorter image side (``scale_range`` of
@@ -178,57 +210,66 @@ def make_coco(out_dir: str,
         objects_per_image (Sequence[int]): Inclusive range of the number of
             objects placed in an image (fewer where no free place is found;
             ``num_objects`` of ``shapes.render_scene``). Defaults to (1, 5).
+        progress (bool): Show a progress bar on stdout. Defaults to False.
 
     Returns:
         dict: The arguments, class names and ids and the numbers of images
-        and objects; also written to ``out_dir/make_coco.json``.
+        and objects; also written to ``out_dir/make_coco.json``, with the
+        list of files written.
     """
     if not 1 <= num_classes <= len(COCO_CATEGORIES):
-        raise ValueError(f'num_classes must be 1 to {len(COCO_CATEGORIES)}, '
-                         f'got {num_classes}')
+        raise ValueError(f'--num-classes (num_classes) must be 1 to '
+                         f'{len(COCO_CATEGORIES)}, got {num_classes}')
     if num_train < 1 or num_val < 1:
-        raise ValueError('num_train and num_val must be >= 1, got '
-                         f'{num_train} and {num_val}')
-    if size < 32:
-        raise ValueError(f'size must be >= 32 pixels (mmdet drops images '
-                         f'under 32 px), got {size}')
+        raise ValueError('--num-train and --num-val (num_train, num_val) '
+                         f'must be >= 1, got {num_train} and {num_val}')
+    if size < MIN_SIZE:
+        raise ValueError(
+            f'--size (size) must be >= {MIN_SIZE} pixels, got {size}: image '
+            f'sides go down to 0.75 x size, and mmdet\'s COCO configs drop '
+            f'images under 32 px (filter_cfg min_size=32)')
+    if seed < 0:
+        raise ValueError(f'--seed (seed) must be >= 0, got {seed}')
     low, high = object_scale
     if not 0 < low <= high <= 1:
-        raise ValueError(f'object_scale must be 0 < low <= high <= 1, got '
-                         f'{tuple(object_scale)}')
+        raise ValueError(f'--object-scale (object_scale) must be 0 < LOW <= '
+                         f'HIGH <= 1, got {tuple(object_scale)}')
     fewest, most = objects_per_image
     if not 1 <= fewest <= most:
-        raise ValueError(f'objects_per_image must be 1 <= min <= max, got '
-                         f'{tuple(objects_per_image)}')
-    prepare_out_dir(out_dir, MARKER, overwrite, 'make_coco.py')
+        raise ValueError(f'--objects-per-image (objects_per_image) must be '
+                         f'1 <= MIN <= MAX, got {tuple(objects_per_image)}')
+    prepare_out_dir(out_dir, MARKER, overwrite, 'make_coco.py', coco_files)
 
-    os.makedirs(osp.join(out_dir, 'annotations'), exist_ok=True)
-    splits = {
-        'train2017': range(1, num_train + 1),
-        'val2017': range(num_train + 1, num_train + num_val + 1),
-    }
-    counts = {}
-    for split, ids in splits.items():
-        coco = _split_dataset(out_dir, split, ids, size, num_classes, seed,
-                              (low, high), (fewest, most))
-        with open(osp.join(out_dir, 'annotations',
-                           f'instances_{split}.json'), 'w') as f:
-            json.dump(coco, f)
-        counts[split] = (len(coco['images']), len(coco['annotations']))
-
-    info = dict(
+    args = dict(
         num_train=num_train,
         num_val=num_val,
         size=size,
         num_classes=num_classes,
         seed=seed,
         object_scale=[low, high],
-        objects_per_image=[fewest, most],
+        objects_per_image=[fewest, most])
+    files = coco_files(args)
+    write_marker(out_dir, MARKER, args, files, complete=False)
+    os.makedirs(osp.join(out_dir, 'annotations'), exist_ok=True)
+    counts = {}
+    total = num_train + num_val
+    with Progress(total, progress,
+                  f'make_coco.py: writing {total} images to {out_dir}') as bar:
+        for split, ids in _image_ids(num_train, num_val).items():
+            coco = _split_dataset(out_dir, split, ids, size, num_classes,
+                                  seed, (low, high), (fewest, most), bar)
+            with open(osp.join(out_dir, 'annotations',
+                               f'instances_{split}.json'), 'w') as f:
+                json.dump(coco, f)
+            counts[split] = (len(coco['images']), len(coco['annotations']))
+
+    info = dict(
+        args,
         classes=coco_classes(num_classes),
         category_ids=[c[0] for c in COCO_CATEGORIES[:num_classes]],
         shapes=[class_style(k)[0] for k in range(num_classes)],
         num_objects={split: n for split, (_, n) in counts.items()})
-    return write_marker(out_dir, MARKER, info)
+    return write_marker(out_dir, MARKER, info, files, complete=True)
 
 
 def read_info(out_dir: str) -> Optional[dict]:
@@ -258,22 +299,38 @@ def parse_args(argv=None):
                         default=(1, 5), metavar=('MIN', 'MAX'),
                         help='range of the number of objects in an image')
     parser.add_argument('--overwrite', action='store_true',
-                        help='replace a data set this tool made before')
+                        help='replace a data set this tool made before (only '
+                        'the files it wrote)')
+    parser.add_argument('--no-progress', action='store_true',
+                        help='no progress bar (none is shown either when '
+                        'stdout is not a terminal)')
     return parser.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(argv)
+    show = not args.no_progress and sys.stdout.isatty()
     try:
         info = make_coco(args.out, args.num_train, args.num_val, args.size,
                          args.num_classes, args.seed, args.overwrite,
-                         args.object_scale, args.objects_per_image)
-    except (ValueError, FileExistsError) as e:
+                         args.object_scale, args.objects_per_image,
+                         progress=show)
+    except (ValueError, OSError) as e:
         raise SystemExit(f'make_coco.py: error: {e}')
     print(f'Wrote {info["num_train"]} train and {info["num_val"]} val images '
           f'({info["num_objects"]["train2017"]} and '
           f'{info["num_objects"]["val2017"]} objects) of '
           f'{info["num_classes"]} classes {info["classes"]} to {args.out}')
+    fewest = info['objects_per_image'][0]
+    for split, n in (('train2017', info['num_train']),
+                     ('val2017', info['num_val'])):
+        if info['num_objects'][split] < fewest * n:
+            print(f'make_coco.py: warning: {split} has '
+                  f'{info["num_objects"][split] / n:.1f} objects per image, '
+                  f'fewer than the --objects-per-image minimum {fewest}: '
+                  f'objects that find no free place are left out. Lower '
+                  f'--objects-per-image or --object-scale, or raise --size.',
+                  file=sys.stderr)
     print('Configs must set metainfo=dict(classes=...) and num_classes '
           'accordingly; see configs/pvt_peg/README.md')
 

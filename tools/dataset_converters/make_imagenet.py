@@ -13,7 +13,7 @@ ILSVRC2012 (``data_root`` + ``split='train'`` / ``'val'``)::
     │   └── ...
     ├── val/
     │   └── ILSVRC2012_val_00000001.JPEG ...   (flat, classes interleaved)
-    └── make_imagenet.json                     (how it was made)
+    └── make_imagenet.json                     (how it was made, the files)
 
 The classes are the first ``num_classes`` real ImageNet wnids in sorted
 order, so label ``k`` is ImageNet class ``k`` and mmpretrain's category
@@ -24,7 +24,9 @@ position, scale and rotation over a textured background. A small CPVT
 learns it in a few hundred iterations; the object can be anywhere, so the
 network has to find it. Every image is seeded from ``(seed, split, class,
 index)``: the same arguments give byte-identical files, and adding classes
-or images leaves the others unchanged.
+or images leaves the others unchanged. An existing set is replaced only with
+``--overwrite`` and only file by file: what the tool wrote, never a file of
+the user's (``generated.py``).
 
 Example::
 
@@ -42,11 +44,13 @@ import numpy as np
 from PIL import Image
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+from generated import (Progress, prepare_out_dir,  # noqa: E402
+                       read_marker, write_marker)
 from shapes import (UNIT_POLYGONS, class_style, hsv_to_rgb,  # noqa: E402
-                    polygon_mask, prepare_out_dir, read_marker,
-                    render_background, write_marker)
+                    polygon_mask, render_background)
 
 MARKER = 'make_imagenet.json'
+NUM_CLASSES = 1000  # ImageNet-1k
 SPLIT_IDS = {'train': 0, 'val': 1}
 
 
@@ -63,11 +67,11 @@ def imagenet_wnids() -> List[str]:
             'imagenet_synsets.txt').read_text()
         wnids = sorted(line.strip() for line in text.splitlines()
                        if line.strip())
-        if len(wnids) == 1000:
+        if len(wnids) == NUM_CLASSES:
             return wnids
     except Exception:  # timm missing or laid out differently
         pass
-    return [f'n{i:08d}' for i in range(1000)]
+    return [f'n{i:08d}' for i in range(NUM_CLASSES)]
 
 
 def make_image(label: int, size: int, rng: np.random.Generator) -> Image:
@@ -104,13 +108,35 @@ def _image_rng(seed: int, split: str, label: int, index: int):
     return np.random.default_rng([seed, SPLIT_IDS[split], label, index])
 
 
+def _train_name(wnid: str, index: int) -> str:
+    """Image ``index`` (from 0) of class ``wnid``, relative to train/."""
+    return f'{wnid}/{wnid}_{index + 1}.JPEG'
+
+
+def _val_name(index: int) -> str:
+    """Validation image ``index`` (from 0), relative to val/."""
+    return f'ILSVRC2012_val_{index + 1:08d}.JPEG'
+
+
+def imagenet_files(info: dict) -> List[str]:
+    """The files :func:`make_imagenet` writes for ``info`` (its arguments
+    with the wnids), relative to the data root."""
+    files = ['meta/train.txt', 'meta/val.txt']
+    for wnid in info['wnids']:
+        files += [f'train/{_train_name(wnid, i)}'
+                  for i in range(info['train_per_class'])]
+    num_val = len(info['wnids']) * info['val_per_class']
+    return files + [f'val/{_val_name(n)}' for n in range(num_val)]
+
+
 def make_imagenet(out: str,
                   num_classes: int = 10,
                   train_per_class: int = 100,
                   val_per_class: int = 20,
                   size: int = 64,
                   seed: int = 0,
-                  overwrite: bool = False) -> dict:
+                  overwrite: bool = False,
+                  progress: bool = False) -> dict:
     """Write the data set to ``out`` and return its description.
 
     Args:
@@ -120,68 +146,83 @@ def make_imagenet(out: str,
         val_per_class (int): Validation images per class. Defaults to 20.
         size (int): Side of the square images in pixels. Defaults to 64.
         seed (int): Random seed. Defaults to 0.
-        overwrite (bool): Replace an existing data set made by this tool.
-            A directory that holds anything else is never deleted.
+        overwrite (bool): Replace a data set made by this tool before: the
+            files it wrote (listed in ``make_imagenet.json``); a directory
+            that also holds other files is refused and nothing is deleted.
             Defaults to False.
+        progress (bool): Show a progress bar on stdout. Defaults to False.
 
     Returns:
         dict: The arguments, the wnids and the number of images; also
-        written to ``out/make_imagenet.json``.
+        written to ``out/make_imagenet.json``, with the list of files
+        written.
     """
-    wnids = imagenet_wnids()
-    if not 1 <= num_classes <= len(wnids):
-        raise ValueError(f'num_classes must be 1 to {len(wnids)}, '
-                         f'got {num_classes}')
+    if not 1 <= num_classes <= NUM_CLASSES:
+        raise ValueError(f'--num-classes (num_classes) must be 1 to '
+                         f'{NUM_CLASSES}, got {num_classes}')
     if train_per_class < 1 or val_per_class < 1:
-        raise ValueError('train_per_class and val_per_class must be >= 1, '
+        raise ValueError('--train-per-class and --val-per-class '
+                         '(train_per_class, val_per_class) must be >= 1, '
                          f'got {train_per_class} and {val_per_class}')
     if size < 8:
-        raise ValueError(f'size must be >= 8 pixels, got {size}')
-    prepare_out_dir(out, MARKER, overwrite, 'make_imagenet.py')
+        raise ValueError(f'--size (size) must be >= 8 pixels, got {size}')
+    if seed < 0:
+        raise ValueError(f'--seed (seed) must be >= 0, got {seed}')
+    prepare_out_dir(out, MARKER, overwrite, 'make_imagenet.py',
+                    imagenet_files)
+    wnids = imagenet_wnids()
 
-    wnids = wnids[:num_classes]
-    os.makedirs(osp.join(out, 'meta'), exist_ok=True)
-    os.makedirs(osp.join(out, 'val'), exist_ok=True)
-
-    train_lines = []
-    for label, wnid in enumerate(wnids):
-        os.makedirs(osp.join(out, 'train', wnid), exist_ok=True)
-        for i in range(train_per_class):
-            name = f'{wnid}/{wnid}_{i + 1}.JPEG'
-            img = make_image(label, size,
-                             _image_rng(seed, 'train', label, i))
-            img.save(osp.join(out, 'train', name), quality=92)
-            train_lines.append(f'{name} {label}')
-
-    # The real validation set is one flat folder with classes interleaved.
-    val_items = [(label, i) for label in range(num_classes)
-                 for i in range(val_per_class)]
-    order = np.random.default_rng([seed, 99]).permutation(len(val_items))
-    val_lines = []
-    for n, j in enumerate(order):
-        label, i = val_items[j]
-        name = f'ILSVRC2012_val_{n + 1:08d}.JPEG'
-        img = make_image(label, size,
-                         _image_rng(seed, 'val', label, i))
-        img.save(osp.join(out, 'val', name), quality=92)
-        val_lines.append(f'{name} {label}')
-
-    for split, lines in (('train', train_lines), ('val', val_lines)):
-        with open(osp.join(out, 'meta', f'{split}.txt'), 'w') as f:
-            f.write('\n'.join(lines) + '\n')
-
-    info = dict(
+    args = dict(
         num_classes=num_classes,
         train_per_class=train_per_class,
         val_per_class=val_per_class,
         size=size,
         seed=seed,
         generator=generator_id(),
+        wnids=wnids[:num_classes])
+    files = imagenet_files(args)
+    write_marker(out, MARKER, args, files, complete=False)
+    os.makedirs(osp.join(out, 'meta'), exist_ok=True)
+    os.makedirs(osp.join(out, 'val'), exist_ok=True)
+
+    total = num_classes * (train_per_class + val_per_class)
+    with Progress(total, progress,
+                  f'make_imagenet.py: writing {total} images to {out}') as bar:
+        train_lines = []
+        for label, wnid in enumerate(args['wnids']):
+            os.makedirs(osp.join(out, 'train', wnid), exist_ok=True)
+            for i in range(train_per_class):
+                name = _train_name(wnid, i)
+                img = make_image(label, size,
+                                 _image_rng(seed, 'train', label, i))
+                img.save(osp.join(out, 'train', name), quality=92)
+                train_lines.append(f'{name} {label}')
+                bar.update()
+
+        # The real validation set is one flat folder, classes interleaved.
+        val_items = [(label, i) for label in range(num_classes)
+                     for i in range(val_per_class)]
+        order = np.random.default_rng([seed, 99]).permutation(len(val_items))
+        val_lines = []
+        for n, j in enumerate(order):
+            label, i = val_items[j]
+            name = _val_name(n)
+            img = make_image(label, size,
+                             _image_rng(seed, 'val', label, i))
+            img.save(osp.join(out, 'val', name), quality=92)
+            val_lines.append(f'{name} {label}')
+            bar.update()
+
+    for split, lines in (('train', train_lines), ('val', val_lines)):
+        with open(osp.join(out, 'meta', f'{split}.txt'), 'w') as f:
+            f.write('\n'.join(lines) + '\n')
+
+    info = dict(
+        args,
         num_train=len(train_lines),
         num_val=len(val_lines),
-        wnids=wnids,
         shapes=[class_style(k)[0] for k in range(num_classes)])
-    return write_marker(out, MARKER, info)
+    return write_marker(out, MARKER, info, files, complete=True)
 
 
 def read_info(out: str) -> Optional[dict]:
@@ -203,17 +244,22 @@ def parse_args(argv=None):
                         help='image side in pixels')
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--overwrite', action='store_true',
-                        help='replace a data set this tool made before')
+                        help='replace a data set this tool made before (only '
+                        'the files it wrote)')
+    parser.add_argument('--no-progress', action='store_true',
+                        help='no progress bar (none is shown either when '
+                        'stdout is not a terminal)')
     return parser.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(argv)
+    show = not args.no_progress and sys.stdout.isatty()
     try:
         info = make_imagenet(args.out, args.num_classes, args.train_per_class,
                              args.val_per_class, args.size, args.seed,
-                             args.overwrite)
-    except (ValueError, FileExistsError) as e:
+                             args.overwrite, progress=show)
+    except (ValueError, OSError) as e:
         raise SystemExit(f'make_imagenet.py: error: {e}')
     print(f'Wrote {info["num_train"]} train and {info["num_val"]} val '
           f'images of {info["num_classes"]} classes ({args.size}x'

@@ -21,12 +21,8 @@ Example::
     scene.labels     # (N,) int64 in [0, num_classes)
     scene.class_map  # (160, 200) uint8: 0 background, k + 1 for class k
 """
-import json
-import os
-import os.path as osp
-import shutil
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import List, Tuple
 
 import numpy as np
 
@@ -262,40 +258,3 @@ def render_scene(rng: np.random.Generator,
         areas=np.array(areas, np.int64),
         class_map=class_map,
         instance_map=remap[instance_map])
-
-
-def prepare_out_dir(out_dir: str, marker: str, overwrite: bool,
-                    tool: str):
-    """Make way for a generated data set at ``out_dir``.
-
-    A missing or empty directory is fine. A non-empty one is deleted only
-    with ``overwrite`` and only if ``tool`` made it (its ``marker`` file is
-    there); anything else raises FileExistsError.
-    """
-    if osp.exists(out_dir) and os.listdir(out_dir):
-        if not overwrite:
-            raise FileExistsError(
-                f'{out_dir} exists and is not empty; pass overwrite=True '
-                '(--overwrite) to regenerate it, or choose another --out')
-        if not osp.isfile(osp.join(out_dir, marker)):
-            raise FileExistsError(f'{out_dir} was not made by {tool} (no '
-                                  f'{marker}); refusing to delete it')
-        shutil.rmtree(out_dir)
-
-
-def write_marker(out_dir: str, marker: str, info: dict) -> dict:
-    """Write a generator's description ``info`` to ``out_dir/marker`` (what
-    :func:`prepare_out_dir` and :func:`read_marker` look for); return it."""
-    with open(osp.join(out_dir, marker), 'w') as f:
-        json.dump(info, f, indent=1)
-    return info
-
-
-def read_marker(out_dir: str, marker: str) -> Optional[dict]:
-    """The description a generator wrote into ``out_dir/marker``, or None
-    if ``out_dir`` holds no set made by it."""
-    path = osp.join(out_dir, marker)
-    if not osp.isfile(path):
-        return None
-    with open(path) as f:
-        return json.load(f)

@@ -4,7 +4,7 @@
 # configs, whose common/ms_3x_coco.py base also repeats the data set 3 times
 # over a 12-epoch schedule; here the 36 epochs are in the schedule
 # (schedules/schedule_3x.py). Testing stays at shorter side 800.
-_base_ = 'mmdet::_base_/datasets/coco_detection.py'
+_base_ = './coco_detection.py'
 
 train_pipeline = [
     dict(type='LoadImageFromFile', backend_args={{_base_.backend_args}}),

@@ -17,9 +17,10 @@ $(STAMP): $(REQS)
 	@echo "[install] torch + torchvision (several GB on the first install)"
 	$(PY) -m pip install --quiet -r requirements/torch.txt -r requirements/build.txt
 	tools/install/build_mmcv.sh $(PY)
-	@echo "[install] OpenMMLab stack and test tools"
-	$(PY) -m pip install --quiet -r requirements/runtime.txt \
-		-r requirements/openmmlab.txt -r requirements/tests.txt
+	@echo "[install] OpenMMLab stack, mim and test tools (tested versions: requirements/constraints.txt)"
+	$(PY) -m pip install --quiet -c requirements/constraints.txt \
+		-r requirements/runtime.txt -r requirements/openmmlab.txt \
+		-r requirements/mim.txt -r requirements/tests.txt
 	$(PY) -m pip install --quiet --no-build-isolation --no-deps -e .
 	$(PY) -c "import mmcpvt, mmcv.ops, mmdet, mmseg, mmpretrain; print('[install] ok: mmcpvt', mmcpvt.__version__)"
 	@touch $(STAMP)

@@ -1,0 +1,154 @@
+"""mmcpvt's models in mmpretrain's model hub (mmcpvt/apis/model_index.py):
+``import mmcpvt`` makes ``mmpretrain.list_models`` list our image
+classification models and ``get_model`` / ``inference_model`` build and run
+them by name, without weights (none are released); detection and
+segmentation models stay out, and mmpretrain's own names keep mmpretrain's
+models. mmcpvt still imports without mmpretrain.
+"""
+import glob
+import os.path as osp
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import yaml
+
+import mmcpvt  # noqa: F401  (adds our models to mmpretrain's hub)
+from mmcpvt.apis import model_index
+from tests.utils import ROOT, explain
+
+TASK = 'Image Classification'
+
+
+def _metafile_models():
+    models = {}
+    for path in glob.glob(osp.join(ROOT, 'configs', '*', 'metafile*.yml')):
+        with open(path) as f:
+            for model in yaml.safe_load(f)['Models']:
+                models[model['Name']] = model
+    return models
+
+
+def _mmpretrain_own_names():
+    """mmpretrain's model-index alone, read without the hub."""
+    from importlib.metadata import distribution
+
+    from modelindex.load_model_index import load
+    root = distribution('mmpretrain').locate_file('mmpretrain')
+    index = load(str(root / '.mim' / 'model-index.yml'))
+    return {m.name.lower() for m in index.models}
+
+
+def test_list_models_lists_our_classifiers_only():
+    from mmpretrain import list_models
+    models = _metafile_models()
+    ours = {n for n, m in models.items()
+            if m['Results'][0]['Task'] == TASK}
+    dense = set(models) - ours
+    assert len(ours) == 22 and {'cpvt-tiny_4xb256_in1k',
+                                'swin-t-peg_16xb64_in1k',
+                                'pvt-t-peg-gap_8xb128_in1k'} <= ours
+    assert any(n.startswith('retinanet_') for n in dense)
+    assert any(n.startswith('fpn_pvt') for n in dense)
+    listed = set(list_models())
+    assert ours <= listed, sorted(ours - listed)
+    assert not dense & listed, sorted(dense & listed)
+    cpvt = {n for n in ours if n.startswith('cpvt')}
+    assert len(cpvt) == 9 and cpvt <= set(list_models('*cpvt*'))
+    assert set(list_models('cpvt', task=TASK)) == cpvt
+
+
+def test_mmpretrain_names_keep_mmpretrain_models():
+    """Our DeiT baselines repeat mmpretrain's recipes under its names: the
+    hub keeps mmpretrain's entries (its configs, its weights)."""
+    from mmpretrain.apis.model import ModelHub
+    from mmpretrain import list_models
+    list_models()
+    clashes = set(_metafile_models()) & _mmpretrain_own_names()
+    assert clashes == {'deit-tiny_4xb256_in1k', 'deit-small_4xb256_in1k'}
+    for name in clashes:
+        meta = ModelHub._models_dict[name]
+        assert meta.weights is not None and meta.weights.startswith('http')
+        assert osp.join('mmpretrain', '.mim', 'configs') in meta.config
+    ours = ModelHub._models_dict['deit-base_4xb256_in1k']
+    assert ours.config == osp.join(ROOT, 'configs', 'cpvt',
+                                   'deit-base_4xb256_in1k.py')
+
+
+def test_get_model_builds_the_architecture_without_weights():
+    from mmpretrain import get_model
+    from mmpretrain.apis.model import ModelHub
+    name = 'cpvt-tiny_4xb256_in1k'
+    meta = ModelHub.get(name)
+    assert meta.weights is None
+    assert meta.config.filename == osp.join(ROOT, 'configs', 'cpvt',
+                                            name + '.py')
+    with pytest.warns(UserWarning, match='Unable to find pre-defined'):
+        model = get_model(name, pretrained=True)
+    assert type(model.backbone).__name__ == 'CPVT'
+    n = sum(p.numel() for p in model.parameters())
+    assert n == _metafile_models()[name]['Metadata']['Parameters']
+
+
+def test_inference_model_by_name():
+    """mmpretrain picks the inferencer from the task in ``Results``."""
+    from mmpretrain import inference_model
+    img = np.random.RandomState(0).randint(0, 256, (40, 56, 3), np.uint8)
+    result = inference_model('cpvt-tiny_4xb256_in1k', img)
+    assert result['pred_scores'].shape == (1000, )
+    assert 0 <= result['pred_label'] < 1000
+
+
+def test_registering_again_adds_nothing():
+    from mmpretrain import list_models
+    from mmpretrain.apis.model import ModelHub
+    before = list_models()
+    wrapper = ModelHub.__dict__['_register_mmpretrain_models']
+    model_index.register_mmpretrain_models()
+    assert ModelHub.__dict__['_register_mmpretrain_models'] is wrapper
+    assert list_models() == before
+
+
+def test_mim_root_is_the_checkout():
+    assert model_index.get_mim_root() == ROOT
+
+
+def test_no_model_index_says_where_it_looked(tmp_path, monkeypatch):
+    monkeypatch.setattr(model_index, 'PACKAGE_DIR',
+                        str(tmp_path / 'site' / 'mmcpvt'))
+    with pytest.raises(FileNotFoundError) as e:
+        model_index.get_mim_root()
+    msg = str(e.value)
+    assert str(tmp_path / 'site') in msg
+    assert str(tmp_path / 'site' / 'mmcpvt' / '.mim') in msg
+    assert 'pip install .' in msg
+
+
+def test_broken_mmpretrain_warns_and_mmcpvt_imports(monkeypatch):
+    def broken():
+        raise AssertionError('MMCV==9.0.0 is used but incompatible')
+
+    monkeypatch.setattr(model_index, 'register_mmpretrain_models', broken)
+    with pytest.warns(UserWarning, match='does not import.*MMCV==9.0.0'):
+        assert model_index.register_mmpretrain_models_if_installed() is False
+
+
+def test_import_without_mmpretrain():
+    """``None`` in sys.modules makes ``import mmpretrain`` fail and
+    find_spec return None, as when it is not installed."""
+    code = ('import sys\n'
+            'sys.modules["mmpretrain"] = None\n'
+            'import mmcpvt\n'
+            'from mmcpvt.apis import register_mmpretrain_models_if_installed'
+            ' as r\n'
+            'assert r() is False\n'
+            'assert sys.modules["mmpretrain"] is None\n'
+            'from mmengine.registry import MODELS\n'
+            'print(type(MODELS.build(dict(type="mmcpvt.CPVT", arch=dict('
+            'embed_dims=32, num_layers=1, num_heads=2, '
+            'feedforward_channels=64)))).__name__)\n')
+    proc = subprocess.run([sys.executable, '-c', code], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, explain(proc)
+    assert proc.stdout.strip().splitlines()[-1] == 'CPVT'

@@ -1,0 +1,179 @@
+"""The package a user installs: the wheel of ``pip install .`` and the
+editable install of ``make install``, built from a copy of the checkout.
+
+The wheel must carry configs/, tools/ and model-index.yml in
+``mmcpvt/.mim`` (what mim and mmpretrain's model hub read), compatible
+version ranges (not pins) and the licence; the editable install must link
+``mmcpvt/.mim`` to the checkout's files; and building one over the other
+must replace the links, never what they point to. The requirement ranges
+must admit the exact versions ``make install`` installs.
+"""
+import email.parser
+import glob
+import os
+import os.path as osp
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+import yaml
+
+from tests.utils import ROOT, explain
+
+sys.path.insert(0, osp.join(ROOT, 'tools', 'install'))
+from check_package import SKIP, make_venv  # noqa: E402
+
+MIM_SUFFIXES = {'configs': ('.py', '.yml', '.md'),
+                'tools': ('.py', '.sh', '.yml')}
+
+
+def _pip(*args, cwd):
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE='1')
+    return subprocess.run([sys.executable, '-m', 'pip', *args], cwd=cwd,
+                          env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def _tree_files(root, folder, suffixes):
+    files = set()
+    for path in glob.glob(osp.join(root, folder, '**', '*'), recursive=True):
+        if osp.isfile(path) and path.endswith(suffixes):
+            files.add(osp.relpath(path, root))
+    return files
+
+
+@pytest.fixture(scope='module')
+def built(tmp_path_factory):
+    """A copy of the checkout, installed editable into a fresh venv, then
+    built into a wheel (which turns the editable links into copies)."""
+    tmp = tmp_path_factory.mktemp('package')
+    src = str(tmp / 'src')
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(*SKIP))
+    py, site = make_venv(str(tmp / 'venv'))
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE='1')
+    proc = subprocess.run(
+        [py, '-m', 'pip', 'install', '--no-build-isolation', '--no-deps',
+         '--ignore-installed', '-e', src], cwd=str(tmp), env=env,
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, explain(proc)
+    # where the editable install finds mmcpvt (find_spec imports nothing)
+    proc = subprocess.run(
+        [py, '-c', 'import importlib.util as u; '
+         'print(u.find_spec("mmcpvt").origin)'], cwd=str(tmp), env=env,
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, explain(proc)
+    editable_origin = proc.stdout.strip()
+    links = {name: os.readlink(osp.join(src, 'mmcpvt', '.mim', name))
+             for name in ('configs', 'tools', 'model-index.yml')}
+    originals = {folder: _tree_files(src, folder, suffixes)
+                 for folder, suffixes in MIM_SUFFIXES.items()}
+
+    proc = _pip('wheel', '--no-deps', '--no-build-isolation', '-w',
+                str(tmp / 'dist'), src, cwd=str(tmp))
+    assert proc.returncode == 0, explain(proc)
+    wheel, = glob.glob(str(tmp / 'dist' / 'mmcpvt-*.whl'))
+    return dict(src=src, wheel=wheel, links=links, originals=originals,
+                editable_origin=editable_origin)
+
+
+def _metadata(wheel):
+    with zipfile.ZipFile(wheel) as z:
+        name, = [n for n in z.namelist()
+                 if n.endswith('.dist-info/METADATA')]
+        return email.parser.Parser().parsestr(z.read(name).decode())
+
+
+def test_editable_install_links_mim_files_to_the_checkout(built):
+    src = built['src']
+    assert built['editable_origin'] == osp.join(src, 'mmcpvt',
+                                                '__init__.py')
+    assert built['links'] == {'configs': '../../configs',
+                              'tools': '../../tools',
+                              'model-index.yml': '../../model-index.yml'}
+
+
+def test_wheel_build_replaces_the_links_not_the_originals(built):
+    src = built['src']
+    mim = osp.join(src, 'mmcpvt', '.mim')
+    for name in ('configs', 'tools', 'model-index.yml'):
+        assert not osp.islink(osp.join(mim, name)), name
+    # what the links pointed to is intact, and copied
+    for folder, suffixes in MIM_SUFFIXES.items():
+        files = built['originals'][folder]
+        assert files and _tree_files(src, folder, suffixes) == files
+        assert _tree_files(mim, folder, suffixes) == files
+
+
+def test_wheel_ships_configs_tools_and_model_index(built):
+    src = built['src']
+    with zipfile.ZipFile(built['wheel']) as z:
+        names = set(z.namelist())
+        index = yaml.safe_load(z.read('mmcpvt/.mim/model-index.yml'))
+        metafiles = {m: yaml.safe_load(z.read('mmcpvt/.mim/' + m))
+                     for m in index['Import']}
+    for folder, suffixes in MIM_SUFFIXES.items():
+        expected = {'mmcpvt/.mim/' + f
+                    for f in _tree_files(src, folder, suffixes)}
+        assert expected and expected <= names, sorted(expected - names)
+    assert 'mmcpvt/.mim/tools/train.py' in names
+    assert 'mmcpvt/.mim/configs/cpvt/cpvt-tiny_4xb256_in1k.py' in names
+    # every config the metafiles name is in the wheel
+    for meta in metafiles.values():
+        for model in meta['Models']:
+            assert 'mmcpvt/.mim/' + model['Config'] in names, model['Name']
+    # the library and its metadata only: no tests/, no top-level configs/
+    tops = {n.split('/')[0] for n in names}
+    assert tops == {'mmcpvt', 'mmcpvt-0.1.0.dist-info'}, tops
+    assert 'mmcpvt/apis/model_index.py' in names
+    assert not [n for n in names if '__pycache__' in n or n.endswith('.pyc')]
+
+
+def test_wheel_metadata_ranges_extras_and_licence(built):
+    meta = _metadata(built['wheel'])
+    requires = meta.get_all('Requires-Dist')
+    runtime = sorted(r for r in requires if 'extra ==' not in r)
+    assert runtime == [
+        'mmcv<2.2.0,>=2.0.0', 'mmengine<1.0.0,>=0.10.0', 'numpy'
+    ], runtime
+    assert not [r for r in runtime if '==' in r], 'pins in install_requires'
+    assert {'all', 'tests', 'mim'} <= set(meta.get_all('Provides-Extra'))
+    assert 'openmim>=0.3.7; extra == "mim"' in requires
+    for name in ('mmdet', 'mmsegmentation', 'mmpretrain'):
+        spec, = [r for r in requires
+                 if r.startswith(name) and 'extra == "all"' in r]
+        assert '<' in spec and '>=' in spec, spec
+    assert meta['License'] == 'Apache License 2.0'
+    with zipfile.ZipFile(built['wheel']) as z:
+        text = z.read('mmcpvt-0.1.0.dist-info/licenses/LICENSE').decode()
+    with open(osp.join(ROOT, 'LICENSE')) as f:
+        assert text == f.read()
+
+
+def _requirements(name):
+    from packaging.requirements import Requirement
+    with open(osp.join(ROOT, 'requirements', name)) as f:
+        lines = [line.split('#')[0].strip() for line in f]
+    return [Requirement(line) for line in lines if line]
+
+
+def test_tested_pins_satisfy_the_ranges():
+    """`make install` installs requirements/*.txt under constraints.txt: an
+    exact version per OpenMMLab package, which setup.py's ranges admit."""
+    from packaging.utils import canonicalize_name
+    pins = {}
+    for req in _requirements('constraints.txt'):
+        spec, = req.specifier
+        assert spec.operator == '==', f'{req}: constraints.txt pins exactly'
+        pins[canonicalize_name(req.name)] = spec.version
+    ranged = [r for f in ('runtime.txt', 'openmmlab.txt', 'mim.txt')
+              for r in _requirements(f)]
+    for req in ranged:
+        assert not [s for s in req.specifier if s.operator == '=='], \
+            f'{req}: an exact pin belongs in constraints.txt'
+        name = canonicalize_name(req.name)
+        if name in pins:
+            assert req.specifier.contains(pins[name]), (req, pins[name])
+    assert {'mmengine', 'mmcv', 'mmdet', 'mmsegmentation', 'mmpretrain',
+            'openmim'} <= set(pins)

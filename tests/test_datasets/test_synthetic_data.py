@@ -210,6 +210,31 @@ def test_coco_objects_per_image(tmp_path):
         make_coco(str(tmp_path / 'x'), 2, 1, 64, 2, objects_per_image=(3, 2))
 
 
+
+def test_coco_larger_canvas_keeps_objects_at_the_training_scale(tmp_path):
+    """--canvas-scale 2: images twice the side, objects of the same pixel
+    sizes (box sizes in the json), unlike the same images scaled up."""
+
+    def sizes(canvas_scale):
+        out = str(tmp_path / f'coco{canvas_scale}')
+        info = make_coco(out, 1, 24, 64, 2, object_scale=(0.2, 0.5),
+                         objects_per_image=(1, 3), canvas_scale=canvas_scale)
+        assert info['canvas_scale'] == canvas_scale
+        with open(osp.join(out, 'annotations', 'instances_val2017.json')) as f:
+            coco = json.load(f)
+        sides = [min(i['height'], i['width']) for i in coco['images']]
+        boxes = [max(a['bbox'][2:]) for a in coco['annotations']]
+        return np.median(sides), np.median(boxes)
+
+    side1, box1 = sizes(1.0)
+    side2, box2 = sizes(2.0)
+    assert side2 / side1 == pytest.approx(2, rel=0.1)
+    assert box2 / box1 == pytest.approx(1, rel=0.15)
+    assert box2 / side2 < 0.6 * box1 / side1  # objects take less of it
+    with pytest.raises(ValueError, match='canvas_scale'):
+        make_coco(str(tmp_path / 'x'), 1, 1, 64, 2, canvas_scale=0.5)
+
+
 # ----------------------------------------------------------------- ADE20K
 def test_ade20k_layout(ade_out):
     root = osp.join(ade_out, 'ADEChallengeData2016')

@@ -121,14 +121,21 @@ def coco_files(info: dict) -> List[str]:
 
 
 def _split_dataset(out_dir, split, image_ids, size, num_classes, seed,
-                   object_scale, objects_per_image, progress):
-    """Render the images of one split; return its COCO json dict."""
+                   object_scale, objects_per_image, progress,
+                   canvas_scale=1.0):
+    """Render the images of one split; return its COCO json dict.
+
+    With ``canvas_scale`` c, each image is c times the side it has at c = 1
+    and an object's extent is ``object_scale`` / c of the shorter side: the
+    objects keep their size in pixels, the canvas around them grows.
+    """
+    object_scale = tuple(f / canvas_scale for f in object_scale)
     categories = COCO_CATEGORIES[:num_classes]
     images, annotations = [], []
     os.makedirs(osp.join(out_dir, split), exist_ok=True)
     for index, image_id in enumerate(image_ids):
         rng = np.random.default_rng([seed, SPLIT_IDS[split], index])
-        height, width = (int(round(size * f))
+        height, width = (int(round(size * canvas_scale * f))
                          for f in rng.uniform(0.75, 1.25, size=2))
         scene = render_scene(rng, height, width, num_classes,
                              num_objects=objects_per_image,
@@ -188,7 +195,8 @@ def make_coco(out_dir: str,
               overwrite: bool = False,
               object_scale: Sequence[float] = (0.08, 0.4),
               objects_per_image: Sequence[int] = (1, 5),
-              progress: bool = False) -> dict:
+              progress: bool = False,
+              canvas_scale: float = 1.0) -> dict:
     """Write the data set to ``out_dir`` and return its description.
 
     Args:
@@ -211,6 +219,12 @@ def make_coco(out_dir: str,
             objects placed in an image (fewer where no free place is found;
             ``num_objects`` of ``shapes.render_scene``). Defaults to (1, 5).
         progress (bool): Show a progress bar on stdout. Defaults to False.
+        canvas_scale (float): Images this many times larger than ``size``
+            says, with objects of the size in pixels they have at ``size``
+            (``object_scale`` applies to the canvas of ``size``): a test set
+            of larger inputs with objects at the training scale. Place more
+            objects (``objects_per_image``) to keep their density. Defaults
+            to 1.
 
     Returns:
         dict: The arguments, class names and ids and the numbers of images
@@ -234,6 +248,10 @@ def make_coco(out_dir: str,
     if not 0 < low <= high <= 1:
         raise ValueError(f'--object-scale (object_scale) must be 0 < LOW <= '
                          f'HIGH <= 1, got {tuple(object_scale)}')
+    if not 1 <= canvas_scale <= 8:
+        raise ValueError(f'--canvas-scale (canvas_scale) must be 1 to 8 (the '
+                         f'image side over --size; objects keep their '
+                         f'size), got {canvas_scale}')
     fewest, most = objects_per_image
     if not 1 <= fewest <= most:
         raise ValueError(f'--objects-per-image (objects_per_image) must be '
@@ -247,7 +265,8 @@ def make_coco(out_dir: str,
         num_classes=num_classes,
         seed=seed,
         object_scale=[low, high],
-        objects_per_image=[fewest, most])
+        objects_per_image=[fewest, most],
+        canvas_scale=canvas_scale)
     files = coco_files(args)
     write_marker(out_dir, MARKER, args, files, complete=False)
     os.makedirs(osp.join(out_dir, 'annotations'), exist_ok=True)
@@ -257,7 +276,8 @@ def make_coco(out_dir: str,
                   f'make_coco.py: writing {total} images to {out_dir}') as bar:
         for split, ids in _image_ids(num_train, num_val).items():
             coco = _split_dataset(out_dir, split, ids, size, num_classes,
-                                  seed, (low, high), (fewest, most), bar)
+                                  seed, (low, high), (fewest, most), bar,
+                                  canvas_scale)
             with open(osp.join(out_dir, 'annotations',
                                f'instances_{split}.json'), 'w') as f:
                 json.dump(coco, f)
@@ -298,6 +318,11 @@ def parse_args(argv=None):
     parser.add_argument('--objects-per-image', type=int, nargs=2,
                         default=(1, 5), metavar=('MIN', 'MAX'),
                         help='range of the number of objects in an image')
+    parser.add_argument('--canvas-scale', type=float, default=1.0,
+                        help='images this many times larger than --size, '
+                        'with objects of the pixel size they have at --size '
+                        '(--object-scale is of the --size canvas): a larger '
+                        'canvas with objects at the training scale')
     parser.add_argument('--overwrite', action='store_true',
                         help='replace a data set this tool made before (only '
                         'the files it wrote)')
@@ -314,7 +339,7 @@ def main(argv=None):
         info = make_coco(args.out, args.num_train, args.num_val, args.size,
                          args.num_classes, args.seed, args.overwrite,
                          args.object_scale, args.objects_per_image,
-                         progress=show)
+                         progress=show, canvas_scale=args.canvas_scale)
     except (ValueError, OSError) as e:
         raise SystemExit(f'make_coco.py: error: {e}')
     print(f'Wrote {info["num_train"]} train and {info["num_val"]} val images '

@@ -110,3 +110,11 @@ SMALL_BACKBONES = {
 }
 BACKBONES = [(name, cfg) for name, cfgs in SMALL_BACKBONES.items()
              for cfg in cfgs]
+
+
+def free_port() -> int:
+    """A TCP port of this machine that no process listens on now."""
+    import socket
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]

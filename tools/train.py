@@ -49,6 +49,7 @@ from mmcpvt.utils.checkpoint import (CheckpointError,  # noqa: E402
                                      CheckpointFitHook,
                                      CheckpointMismatchError,
                                      check_checkpoint)
+from mmcpvt.utils.dist import has_accelerator  # noqa: E402
 from mmcpvt.utils.runner import (CfgOptionsAction,  # noqa: E402
                                  apply_common_args, build_runner)
 
@@ -113,13 +114,6 @@ def parse_args(argv=None):
     return args
 
 
-def _has_accelerator() -> bool:
-    from mmengine.device import (is_cuda_available, is_mlu_available,
-                                 is_musa_available, is_npu_available)
-    return (is_cuda_available() or is_npu_available() or is_mlu_available()
-            or is_musa_available())
-
-
 def merge_args(cfg: Config, args) -> Config:
     """Apply the command line to ``cfg``; SystemExit on unusable options."""
     cfg = apply_common_args(cfg, args)
@@ -130,7 +124,7 @@ def merge_args(cfg: Config, args) -> Config:
         cfg.val_evaluator = None
 
     if args.amp:
-        if not _has_accelerator():
+        if not has_accelerator():
             raise SystemExit(
                 'train.py: error: --amp needs a CUDA (or NPU/MLU/MUSA) '
                 'device and none is available; train without --amp on '

@@ -9,8 +9,8 @@ import os.path as osp
 import sys
 
 import torch
-from mmengine.config import DictAction
 
+from ..utils.runner import CfgOptionsAction
 from .features import (build_model, dataset_images, default_img_size,
                        describe_load, get_backbone, list_blocks,
                        random_images, resolve_block)
@@ -28,7 +28,7 @@ def add_model_args(parser: argparse.ArgumentParser,
             help='checkpoint file (whole model or backbone); without one the '
             'weights are random')
     parser.add_argument(
-        '--cfg-options', nargs='+', action=DictAction,
+        '--cfg-options', nargs='+', action=CfgOptionsAction,
         help='override config settings, key=value '
         '(e.g. model.backbone.peg_cfg.padding_mode=circular)')
     parser.add_argument(

@@ -352,11 +352,14 @@ def _drop_pretrained(cfg):
 def load_config(config: Union[str, Config],
                 cfg_options: Optional[dict] = None) -> Config:
     """A config from a file (or as given), with ``cfg_options`` merged."""
+    path = config if isinstance(config, str) else config.filename
     if not isinstance(config, Config):
         if not osp.isfile(config):
             raise FileNotFoundError(f'config file not found: {config}')
         config = Config.fromfile(config)
     if cfg_options:
+        from mmcpvt.utils.runner import check_cfg_options
+        check_cfg_options(config, cfg_options, path)  # misspelt keys
         config.merge_from_dict(cfg_options)
     return config
 

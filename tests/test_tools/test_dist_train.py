@@ -22,14 +22,13 @@ import os.path as osp
 import pickle
 import re
 import shutil
-import socket
 import stat
 import subprocess
 import sys
 
 import pytest
 
-from tests.utils import ROOT, explain, run_tool
+from tests.utils import ROOT, explain, free_port, run_tool
 
 sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
 from make_imagenet import make_imagenet  # noqa: E402
@@ -107,12 +106,6 @@ def _bash(script, *args, env=None, timeout=300):
                           capture_output=True, text=True, timeout=timeout)
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return str(s.getsockname()[1])
-
-
 def _rank_losses(work_dir):
     """{rank: [loss of each iteration]} from the text log of every rank."""
     losses = {}
@@ -161,7 +154,7 @@ def runs(tmp_path_factory):
     proc = _bash('tools/dist_train.sh', config, '2', '--work-dir', two,
                  '--cfg-options',
                  f'train_dataloader.batch_size={GLOBAL_BATCH // 2}',
-                 env=_env(PORT=_free_port()))
+                 env=_env(PORT=str(free_port())))
     assert proc.returncode == 0, explain(proc)
     return dict(config=config, one=one, two=two, train_output=proc.stdout)
 
@@ -236,7 +229,7 @@ def test_dist_test_on_cpu_matches_one_process(runs, tmp_path):
     out = str(tmp_path / 'preds.pkl')
     proc = _bash('tools/dist_test.sh', config, ckpt, '2', '--work-dir',
                  str(tmp_path / 'test'), '--out', out,
-                 env=_env(PORT=_free_port()))
+                 env=_env(PORT=str(free_port())))
     assert proc.returncode == 0, explain(proc)
     assert re.search(r'accuracy/top1: [\d.]+', proc.stdout), explain(proc)
 

@@ -6,7 +6,6 @@ one-process gloo group from its own environment variables;
 tests/test_tools/test_dist_train.py runs two processes through torchrun.
 """
 import os
-import socket
 import stat
 
 import pytest
@@ -14,6 +13,7 @@ import torch.distributed as torch_dist
 from mmengine.config import Config
 
 import mmcpvt.utils.dist as dist_utils
+from tests.utils import free_port
 
 DIST_VARS = ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR',
              'MASTER_PORT')
@@ -35,12 +35,6 @@ def cpu_only(monkeypatch):
     os.environ.update(saved)
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
 LAUNCHER_ENVS = {
     'pytorch': dict(RANK='0', WORLD_SIZE='1', LOCAL_RANK='0',
                     MASTER_ADDR='127.0.0.1', MASTER_PORT='{port}'),
@@ -58,7 +52,7 @@ def test_gloo_group_from_launcher_env(launcher, cpu_only):
     from mmengine.registry import MODEL_WRAPPERS
     from torch import nn
 
-    port = _free_port()
+    port = free_port()
     for name, value in LAUNCHER_ENVS[launcher].items():
         os.environ[name] = value.format(port=port)
     dist_cfg = dict(backend='nccl', timeout=60)
@@ -118,7 +112,7 @@ def test_model_wrapper_cfg_of_the_config(cpu_only):
     """The config's own wrapper settings stay; a DDP wrapper gets
     device_ids=None, another wrapper (FSDP) nothing."""
     os.environ.update(RANK='0', WORLD_SIZE='1', MASTER_ADDR='127.0.0.1',
-                      MASTER_PORT=str(_free_port()))
+                      MASTER_PORT=str(free_port()))
     cfg = Config(
         dict(launcher='pytorch',
              env_cfg=dict(dist_cfg=dict(backend='gloo')),

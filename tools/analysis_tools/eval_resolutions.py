@@ -72,7 +72,7 @@ import time
 from contextlib import redirect_stderr, redirect_stdout
 from typing import List, Optional
 
-from mmengine.config import Config, DictAction
+from mmengine.config import Config
 
 try:
     import mmcpvt  # noqa: F401  (registers modules, checkpoint allow-list)
@@ -84,7 +84,8 @@ from mmcpvt.utils.evaluation import (PROTOCOLS,  # noqa: E402
                                      SIZE_TRANSFORMS, config_task,
                                      pipeline_dataset, resized_pipeline,
                                      save_untrained, transform_name)
-from mmcpvt.utils.runner import apply_common_args, build_runner  # noqa: E402
+from mmcpvt.utils.runner import (  # noqa: E402
+    CfgOptionsAction, apply_common_args, build_runner)
 
 PAPER_SIZES = [160, 224, 384, 448, 512]
 UNTRAINED = 'untrained'
@@ -146,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
         '--out-dir',
         help='defaults to work_dirs/eval_resolutions/<config name>')
     parser.add_argument(
-        '--cfg-options', nargs='+', action=DictAction,
+        '--cfg-options', nargs='+', action=CfgOptionsAction,
         help='override settings in the config, key=value pairs as in '
         'tools/test.py, e.g. test_dataloader.batch_size=32')
     return parser

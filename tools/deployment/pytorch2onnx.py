@@ -44,9 +44,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from mmcv.cnn.bricks.transformer import AdaptivePadding
-from mmengine.config import DictAction
 
 from mmcpvt.analysis.features import build_model, describe_load, load_config
+from mmcpvt.utils.runner import CfgOptionsAction
 from mmcpvt.models.layers import (LearnedPositionEmbedding,
                                   RelativePositionEncoding2d,
                                   SinCos2dPositionEmbedding)
@@ -198,7 +198,7 @@ def parse_args(argv=None):
         '--atol', type=float, default=DEFAULT_ATOL,
         help=f'largest max |delta| --verify accepts (default {DEFAULT_ATOL})')
     parser.add_argument(
-        '--cfg-options', nargs='+', action=DictAction,
+        '--cfg-options', nargs='+', action=CfgOptionsAction,
         help='override config settings, key=value')
     args = parser.parse_args(argv)
     if len(args.shape) not in (1, 2) or min(args.shape) < 1:

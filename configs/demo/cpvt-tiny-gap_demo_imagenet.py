@@ -69,8 +69,8 @@ test_dataloader = val_dataloader
 val_evaluator = dict(type='Accuracy', topk=(1, 5))
 test_evaluator = val_evaluator
 
-# 20 epochs of 32 iterations; lr for batch 32 (the parent's is for 1024).
-max_epochs = 20
+# 15 epochs of 32 iterations; lr for batch 32 (the parent's is for 1024).
+max_epochs = 15
 optim_wrapper = dict(optimizer=dict(lr=1e-3, weight_decay=0.05))
 param_scheduler = [
     dict(
@@ -88,10 +88,10 @@ param_scheduler = [
         end=max_epochs,
         convert_to_iter_based=True)
 ]
-train_cfg = dict(max_epochs=max_epochs, val_interval=5)
+train_cfg = dict(max_epochs=max_epochs, val_interval=max_epochs)
 auto_scale_lr = dict(base_batch_size=32)
 
 default_hooks = dict(
     logger=dict(interval=10),
-    checkpoint=dict(interval=5, max_keep_ckpts=2, save_best='auto'))
+    checkpoint=dict(interval=max_epochs))
 randomness = dict(seed=0)

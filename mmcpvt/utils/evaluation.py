@@ -27,7 +27,9 @@ protocols, i.e. what a test size means:
 Every other transform is left as it is.
 """
 import copy
+import gc
 import importlib
+from contextlib import redirect_stderr, redirect_stdout
 from typing import List, Optional
 
 TASKS = {
@@ -181,3 +183,25 @@ def save_untrained(cfg, path: str, seed: int = 0) -> None:
     model = registry.MODELS.build(cfg.model)
     model.init_weights()
     torch.save({'state_dict': model.state_dict(), 'meta': {}}, path)
+
+
+def run_test(cfg, console_path: str) -> dict:
+    """``runner.test()`` of ``cfg`` (a runner built as ``tools/test.py``
+    builds it, in this process); the runner's console output goes to
+    ``console_path`` (its log file is in its work dir as usual). Returns the
+    metrics, numpy and torch scalars as plain numbers (for JSON)."""
+    from .runner import build_runner
+    with open(console_path, 'w') as console, redirect_stdout(console), \
+            redirect_stderr(console):
+        runner = build_runner(cfg)
+        try:
+            metrics = runner.test()
+        finally:
+            # the logger outlives the runner: detach it from the file
+            for handler in list(runner.logger.handlers):
+                if getattr(handler, 'stream', None) is console:
+                    runner.logger.removeHandler(handler)
+            del runner
+            gc.collect()  # the runner's loader workers, its model
+    return {k: v.item() if hasattr(v, 'item') else v
+            for k, v in metrics.items()}

@@ -2,7 +2,9 @@
 the readers of the real ones: pycocotools' COCO, mmdet's CocoDataset and
 mmseg's ADE20KDataset, unchanged. The generators (COCO, ADE20K, ImageNet)
 delete only what they wrote, refuse bad arguments with a message, and show
-progress."""
+progress. The COCO and ImageNet ones make test sets: larger canvases with
+objects at the training scale, without a training split."""
+import io
 import json
 import os
 import os.path as osp
@@ -18,7 +20,8 @@ from tests.utils import ROOT, explain, run_tool
 sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
 from make_ade20k import make_ade20k  # noqa: E402
 from make_coco import COCO_CATEGORIES, coco_classes, make_coco  # noqa: E402
-from make_imagenet import make_imagenet  # noqa: E402
+from make_imagenet import (_image_rng, make_imagenet,  # noqa: E402
+                           render_image)
 from shapes import SHAPES, polygon_mask, render_scene  # noqa: E402
 
 K_COCO = 12  # reaches 'stop sign' (id 13): COCO ids are not contiguous
@@ -210,7 +213,6 @@ def test_coco_objects_per_image(tmp_path):
         make_coco(str(tmp_path / 'x'), 2, 1, 64, 2, objects_per_image=(3, 2))
 
 
-
 def test_coco_larger_canvas_keeps_objects_at_the_training_scale(tmp_path):
     """--canvas-scale 2: images twice the side, objects of the same pixel
     sizes (box sizes in the json), unlike the same images scaled up."""
@@ -231,8 +233,117 @@ def test_coco_larger_canvas_keeps_objects_at_the_training_scale(tmp_path):
     assert side2 / side1 == pytest.approx(2, rel=0.1)
     assert box2 / box1 == pytest.approx(1, rel=0.15)
     assert box2 / side2 < 0.6 * box1 / side1  # objects take less of it
-    with pytest.raises(ValueError, match='canvas_scale'):
-        make_coco(str(tmp_path / 'x'), 1, 1, 64, 2, canvas_scale=0.5)
+    for bad in (0.5, 9):
+        with pytest.raises(ValueError, match='canvas_scale'):
+            make_coco(str(tmp_path / 'x'), 1, 1, 64, 2, canvas_scale=bad)
+
+
+def test_coco_test_set_without_training_images(tmp_path):
+    """num_train=0: a validation split that pycocotools reads, a training
+    json without images or annotations, an empty train2017/."""
+    from pycocotools.coco import COCO
+    out = tmp_path / 'coco'
+    info = make_coco(str(out), 0, 3, 64, 2, canvas_scale=1.5)
+    assert (info['num_train'], info['num_val']) == (0, 3)
+    assert info['num_objects']['train2017'] == 0
+    train = COCO(str(out / 'annotations' / 'instances_train2017.json'))
+    assert train.getImgIds() == [] and train.getAnnIds() == []
+    assert len(train.getCatIds()) == 2
+    assert os.listdir(out / 'train2017') == []
+    val = COCO(str(out / 'annotations' / 'instances_val2017.json'))
+    assert len(val.getImgIds()) == 3 and len(val.getAnnIds()) >= 3
+    for img in val.loadImgs(val.getImgIds()):
+        with Image.open(out / 'val2017' / img['file_name']) as im:
+            assert im.size == (img['width'], img['height'])
+    assert sorted(_listed(str(out), 'make_coco.json')['files'] +
+                  ['make_coco.json']) == _files(str(out))
+    with pytest.raises(ValueError, match=r'num_train.*got -1 and 3'):
+        make_coco(str(tmp_path / 'x'), -1, 3, 64, 2)
+    with pytest.raises(ValueError, match=r'num_val.*got 0 and 0'):
+        make_coco(str(tmp_path / 'x'), 0, 0, 64, 2)
+    assert not (tmp_path / 'x').exists()
+
+
+# --------------------------------------------------------------- ImageNet
+def test_imagenet_larger_canvas_keeps_objects_at_the_training_scale(
+        tmp_path):
+    """--canvas-scale 2: images twice the side, each the render of its
+    class with the generator's rng, whose object mask has the pixel extent
+    and area it has at scale 1 (not 2x and 4x, as in the same images scaled
+    up) and lies anywhere on the larger canvas. canvas_scale=1 is the
+    default set, byte for byte."""
+    size, classes, per_class, seed = 32, 4, 6, 3
+    out = tmp_path / 'canvas2'
+    info = make_imagenet(str(out), classes, 0, per_class, size, seed,
+                         canvas_scale=2.0)
+    assert info['canvas_scale'] == 2.0
+
+    areas, centres, renders = {1: [], 2: []}, [], {}
+    for label in range(classes):
+        for i in range(50):  # the first per_class are the files written
+            for scale in (1, 2):
+                img, mask = render_image(label, size,
+                                         _image_rng(seed, 'val', label, i),
+                                         float(scale))
+                assert img.shape == (size * scale, size * scale, 3)
+                assert mask.shape == img.shape[:2]
+                ys, xs = np.nonzero(mask)
+                # 35-60% of size wide at any scale (scaled up: to 120%)
+                assert max(np.ptp(xs), np.ptp(ys)) + 1 <= 0.6 * size + 1
+                areas[scale].append(mask.sum())
+            centres.append((xs.mean(), ys.mean()))
+            if i < per_class:
+                jpeg = io.BytesIO()
+                Image.fromarray(img, 'RGB').save(jpeg, 'JPEG', quality=92)
+                renders[jpeg.getvalue()] = label
+    # the files written are these renders, each of its label
+    lines = (out / 'meta' / 'val.txt').read_text().splitlines()
+    assert len(lines) == classes * per_class
+    for line in lines:
+        name, label = line.split()
+        assert renders[(out / 'val' / name).read_bytes()] == int(label)
+    # the same mean area (scaled up: 4x)
+    assert np.mean(areas[2]) / np.mean(areas[1]) == pytest.approx(1, rel=0.1)
+    assert max(max(c) for c in centres) > 1.5 * size  # all over the canvas
+
+    default, explicit = tmp_path / 'default', tmp_path / 'explicit'
+    make_imagenet(str(default), 2, 2, 2, size, seed)
+    make_imagenet(str(explicit), 2, 2, 2, size, seed, canvas_scale=1)
+    files = _files(str(default))
+    assert files == _files(str(explicit))
+    for rel in files:
+        if rel != 'make_imagenet.json':
+            assert (default / rel).read_bytes() == \
+                (explicit / rel).read_bytes(), rel
+    for bad in (0.5, 9):
+        with pytest.raises(ValueError, match='canvas_scale'):
+            make_imagenet(str(tmp_path / 'x'), 2, 1, 1, size,
+                          canvas_scale=bad)
+    assert not (tmp_path / 'x').exists()
+
+
+def test_imagenet_test_set_without_training_images(tmp_path):
+    """train_per_class=0: meta/val.txt lists the validation images of every
+    class, meta/train.txt is empty and there is no train/."""
+    out = tmp_path / 'imagenet'
+    info = make_imagenet(str(out), 3, 0, 2, 16, canvas_scale=1.5)
+    assert (info['num_train'], info['num_val']) == (0, 6)
+    assert (out / 'meta' / 'train.txt').read_text() == ''
+    assert not (out / 'train').exists()
+    labels = []
+    for line in (out / 'meta' / 'val.txt').read_text().splitlines():
+        name, label = line.split()
+        with Image.open(out / 'val' / name) as im:
+            assert im.size == (24, 24)
+        labels.append(int(label))
+    assert sorted(labels) == [0, 0, 1, 1, 2, 2]
+    assert sorted(_listed(str(out), 'make_imagenet.json')['files'] +
+                  ['make_imagenet.json']) == _files(str(out))
+    with pytest.raises(ValueError, match=r'train_per_class.*got -1 and 2'):
+        make_imagenet(str(tmp_path / 'x'), 3, -1, 2, 16)
+    with pytest.raises(ValueError, match=r'val_per_class.*got 0 and 0'):
+        make_imagenet(str(tmp_path / 'x'), 3, 0, 0, 16)
+    assert not (tmp_path / 'x').exists()
 
 
 # ----------------------------------------------------------------- ADE20K
@@ -396,7 +507,8 @@ def test_interrupted_run_is_replaced_without_overwrite(tmp_path):
     ('make_coco.py', ['--out', 'SET'], r'.*SET holds a data set that '
      r'make_coco.py made; pass --overwrite'),
     ('make_coco.py', ['--out', 'NEW', '--num-train', '-3'], r'--num-train '
-     r'and --num-val \(num_train, num_val\) must be >= 1, got -3 and 50'),
+     r'\(num_train\) must be >= 0 \(0: a test set\) and --num-val '
+     r'\(num_val\) >= 1, got -3 and 50'),
     ('make_coco.py', ['--out', 'NEW', '--size', '40'], r'--size \(size\) '
      r'must be >= 43 pixels, got 40: image sides go down to 0.75 x size'),
     ('make_ade20k.py', ['--out', 'NEW', '--seed', '-1'], r'--seed \(seed\) '

@@ -62,7 +62,6 @@ Examples::
 import argparse
 import copy
 import datetime
-import gc
 import json
 import os
 import os.path as osp
@@ -83,9 +82,10 @@ except ImportError:  # not installed: run from a clone
 from mmcpvt.utils.evaluation import (PROTOCOLS,  # noqa: E402
                                      SIZE_TRANSFORMS, config_task,
                                      pipeline_dataset, resized_pipeline,
-                                     save_untrained, transform_name)
+                                     run_test, save_untrained,
+                                     transform_name)
 from mmcpvt.utils.runner import (  # noqa: E402
-    CfgOptionsAction, apply_common_args, build_runner)
+    CfgOptionsAction, apply_common_args)
 
 PAPER_SIZES = [160, 224, 384, 448, 512]
 UNTRAINED = 'untrained'
@@ -254,21 +254,6 @@ def describe(pipeline: List[dict], task: str) -> str:
         for t in pipeline if transform_name(t) in SIZE_TRANSFORMS[task])
 
 
-def run_test(cfg: Config, console_path: str) -> dict:
-    """``runner.test()`` of ``cfg``; the runner's console output goes to
-    ``console_path`` (its log file is in its work dir as usual)."""
-    with open(console_path, 'w') as console, redirect_stdout(console), \
-            redirect_stderr(console):
-        runner = build_runner(cfg)
-        try:
-            return runner.test()
-        finally:
-            # the logger outlives the runner: detach it from the file
-            for handler in list(runner.logger.handlers):
-                if getattr(handler, 'stream', None) is console:
-                    runner.logger.removeHandler(handler)
-
-
 def slug(label: str) -> str:
     return re.sub(r'[^\w.-]+', '_', label)
 
@@ -399,10 +384,6 @@ def main(argv=None):
                 say(f'{label} at {size} px failed; the runner\'s output is '
                     f'in {console}')
                 raise
-            gc.collect()  # the runner's loader workers, its model
-            # numpy / torch scalars (mmseg's) as plain numbers, for JSON
-            metrics = {k: v.item() if hasattr(v, 'item') else v
-                       for k, v in metrics.items()}
             done += 1
             results[label][str(size)] = metrics
             if metric not in metrics:

@@ -201,8 +201,10 @@ def make_coco(out_dir: str,
 
     Args:
         out_dir (str): The data root (``data_root`` of the config).
-        num_train (int): Training images. Defaults to 200.
-        num_val (int): Validation images. Defaults to 50.
+        num_train (int): Training images; 0 makes a test set
+            (``instances_train2017.json`` without images or annotations,
+            ``train2017/`` empty). Defaults to 200.
+        num_val (int): Validation images, at least 1. Defaults to 50.
         size (int): Nominal image side; each side is drawn from 0.75x to
             1.25x of it. Defaults to 320.
         num_classes (int): Number of categories, 1 to 80: the first ones of
@@ -234,9 +236,10 @@ def make_coco(out_dir: str,
     if not 1 <= num_classes <= len(COCO_CATEGORIES):
         raise ValueError(f'--num-classes (num_classes) must be 1 to '
                          f'{len(COCO_CATEGORIES)}, got {num_classes}')
-    if num_train < 1 or num_val < 1:
-        raise ValueError('--num-train and --num-val (num_train, num_val) '
-                         f'must be >= 1, got {num_train} and {num_val}')
+    if num_train < 0 or num_val < 1:
+        raise ValueError('--num-train (num_train) must be >= 0 (0: a test '
+                         'set) and --num-val (num_val) >= 1, got '
+                         f'{num_train} and {num_val}')
     if size < MIN_SIZE:
         raise ValueError(
             f'--size (size) must be >= {MIN_SIZE} pixels, got {size}: image '
@@ -303,8 +306,12 @@ def parse_args(argv=None):
         '2017 layout read by mmdet (train2017/, val2017/, '
         'annotations/instances_{train,val}2017.json)')
     parser.add_argument('--out', required=True, help='output data root')
-    parser.add_argument('--num-train', type=int, default=200)
-    parser.add_argument('--num-val', type=int, default=50)
+    parser.add_argument('--num-train', type=int, default=200,
+                        help='training images; 0: a test set (no '
+                        'train2017 images, instances_train2017.json without '
+                        'images)')
+    parser.add_argument('--num-val', type=int, default=50,
+                        help='validation images (>= 1)')
     parser.add_argument('--size', type=int, default=320,
                         help='nominal image side in pixels (each side '
                         'varies from 0.75x to 1.25x)')

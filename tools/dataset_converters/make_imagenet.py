@@ -22,9 +22,12 @@ renderer the COCO and ADE20K generators share (``shapes.py``): class ``k`` is
 one shape (disc, square, triangle, cross, ...) in its own hue, at a random
 position, scale and rotation over a textured background. A small CPVT
 learns it in a few hundred iterations; the object can be anywhere, so the
-network has to find it. Every image is seeded from ``(seed, split, class,
-index)``: the same arguments give byte-identical files, and adding classes
-or images leaves the others unchanged. An existing set is replaced only with
+network has to find it. ``--canvas-scale`` makes the images larger and
+keeps the object at its pixel size: with ``--train-per-class 0`` (the
+validation split only), a test set of larger inputs at the training scale.
+Every image is seeded from ``(seed, split, class, index)``: the same
+arguments give byte-identical files, and adding classes or images leaves the
+others unchanged. An existing set is replaced only with
 ``--overwrite`` and only file by file: what the tool wrote, never a file of
 the user's (``generated.py``).
 
@@ -38,7 +41,7 @@ import hashlib
 import os
 import os.path as osp
 import sys
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 import numpy as np
 from PIL import Image
@@ -74,23 +77,40 @@ def imagenet_wnids() -> List[str]:
     return [f'n{i:08d}' for i in range(NUM_CLASSES)]
 
 
-def make_image(label: int, size: int, rng: np.random.Generator) -> Image:
-    """One RGB image of class ``label``: its shape in its hue (as in
-    ``shapes.py``), 35-60% of the image wide, anywhere in it, rotated by up
-    to 20 degrees, over a textured background."""
-    img = render_background(rng, size, size)
+def render_image(label: int, size: int, rng: np.random.Generator,
+                 canvas_scale: float = 1.0) -> Tuple[np.ndarray, np.ndarray]:
+    """One image of class ``label`` and its object's mask.
+
+    The object is its class's shape in its hue (as in ``shapes.py``), 35-60%
+    of ``size`` wide, rotated by up to 20 degrees, anywhere on a textured
+    background. The canvas is ``round(size * canvas_scale)`` pixels square;
+    the object keeps its size in pixels at every ``canvas_scale``.
+
+    Returns:
+        tuple[np.ndarray, np.ndarray]: The image, (S, S, 3) uint8 RGB, and
+        the object's pixels, (S, S) bool.
+    """
+    canvas = int(round(size * canvas_scale))
+    img = render_background(rng, canvas, canvas)
     radius = rng.uniform(0.35, 0.6) * size / 2
-    cx, cy = rng.uniform(radius, size - radius, size=2)
+    cx, cy = rng.uniform(radius, canvas - radius, size=2)
     theta = np.deg2rad(rng.uniform(-20, 20))
     rot = np.array([[np.cos(theta), -np.sin(theta)],
                     [np.sin(theta), np.cos(theta)]])
     shape, hue = class_style(label)
     poly = UNIT_POLYGONS[shape] @ rot.T * radius + (cx, cy)  # (V, 2)
-    mask = polygon_mask(poly, size, size)
+    mask = polygon_mask(poly, canvas, canvas)
     colour = hsv_to_rgb((hue + rng.normal(0, 0.02)) % 1.,
                         rng.uniform(0.7, 1.), rng.uniform(0.75, 1.))
     img[mask] = colour + rng.normal(0, 10, size=(int(mask.sum()), 3))
-    return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8), 'RGB')
+    return np.clip(img, 0, 255).astype(np.uint8), mask
+
+
+def make_image(label: int, size: int, rng: np.random.Generator,
+               canvas_scale: float = 1.0) -> Image:
+    """The image of :func:`render_image` as an RGB PIL image."""
+    return Image.fromarray(
+        render_image(label, size, rng, canvas_scale)[0], 'RGB')
 
 
 def generator_id() -> str:
@@ -136,14 +156,18 @@ def make_imagenet(out: str,
                   size: int = 64,
                   seed: int = 0,
                   overwrite: bool = False,
-                  progress: bool = False) -> dict:
+                  progress: bool = False,
+                  canvas_scale: float = 1.0) -> dict:
     """Write the data set to ``out`` and return its description.
 
     Args:
         out (str): The data root (``data_root`` of the config).
         num_classes (int): Number of classes, 1 to 1000. Defaults to 10.
-        train_per_class (int): Training images per class. Defaults to 100.
-        val_per_class (int): Validation images per class. Defaults to 20.
+        train_per_class (int): Training images per class; 0 makes a test
+            set (an empty ``meta/train.txt``, no ``train/``). Defaults to
+            100.
+        val_per_class (int): Validation images per class, at least 1.
+            Defaults to 20.
         size (int): Side of the square images in pixels. Defaults to 64.
         seed (int): Random seed. Defaults to 0.
         overwrite (bool): Replace a data set made by this tool before: the
@@ -151,6 +175,10 @@ def make_imagenet(out: str,
             that also holds other files is refused and nothing is deleted.
             Defaults to False.
         progress (bool): Show a progress bar on stdout. Defaults to False.
+        canvas_scale (float): Images of side ``round(size * canvas_scale)``
+            with the object of the size in pixels it has at ``size``,
+            anywhere on them: a test set of larger inputs with objects at
+            the training scale. Defaults to 1.
 
     Returns:
         dict: The arguments, the wnids and the number of images; also
@@ -160,14 +188,19 @@ def make_imagenet(out: str,
     if not 1 <= num_classes <= NUM_CLASSES:
         raise ValueError(f'--num-classes (num_classes) must be 1 to '
                          f'{NUM_CLASSES}, got {num_classes}')
-    if train_per_class < 1 or val_per_class < 1:
-        raise ValueError('--train-per-class and --val-per-class '
-                         '(train_per_class, val_per_class) must be >= 1, '
-                         f'got {train_per_class} and {val_per_class}')
+    if train_per_class < 0 or val_per_class < 1:
+        raise ValueError('--train-per-class (train_per_class) must be >= 0 '
+                         '(0: a test set) and --val-per-class '
+                         f'(val_per_class) >= 1, got {train_per_class} and '
+                         f'{val_per_class}')
     if size < 8:
         raise ValueError(f'--size (size) must be >= 8 pixels, got {size}')
     if seed < 0:
         raise ValueError(f'--seed (seed) must be >= 0, got {seed}')
+    if not 1 <= canvas_scale <= 8:
+        raise ValueError(f'--canvas-scale (canvas_scale) must be 1 to 8 (the '
+                         f'image side over --size; the object keeps its '
+                         f'size), got {canvas_scale}')
     prepare_out_dir(out, MARKER, overwrite, 'make_imagenet.py',
                     imagenet_files)
     wnids = imagenet_wnids()
@@ -178,6 +211,7 @@ def make_imagenet(out: str,
         val_per_class=val_per_class,
         size=size,
         seed=seed,
+        canvas_scale=canvas_scale,
         generator=generator_id(),
         wnids=wnids[:num_classes])
     files = imagenet_files(args)
@@ -190,11 +224,13 @@ def make_imagenet(out: str,
                   f'make_imagenet.py: writing {total} images to {out}') as bar:
         train_lines = []
         for label, wnid in enumerate(args['wnids']):
-            os.makedirs(osp.join(out, 'train', wnid), exist_ok=True)
+            if train_per_class:
+                os.makedirs(osp.join(out, 'train', wnid), exist_ok=True)
             for i in range(train_per_class):
                 name = _train_name(wnid, i)
                 img = make_image(label, size,
-                                 _image_rng(seed, 'train', label, i))
+                                 _image_rng(seed, 'train', label, i),
+                                 canvas_scale)
                 img.save(osp.join(out, 'train', name), quality=92)
                 train_lines.append(f'{name} {label}')
                 bar.update()
@@ -208,14 +244,14 @@ def make_imagenet(out: str,
             label, i = val_items[j]
             name = _val_name(n)
             img = make_image(label, size,
-                             _image_rng(seed, 'val', label, i))
+                             _image_rng(seed, 'val', label, i), canvas_scale)
             img.save(osp.join(out, 'val', name), quality=92)
             val_lines.append(f'{name} {label}')
             bar.update()
 
     for split, lines in (('train', train_lines), ('val', val_lines)):
         with open(osp.join(out, 'meta', f'{split}.txt'), 'w') as f:
-            f.write('\n'.join(lines) + '\n')
+            f.write(''.join(line + '\n' for line in lines))
 
     info = dict(
         args,
@@ -238,11 +274,19 @@ def parse_args(argv=None):
         'meta/train.txt and meta/val.txt)')
     parser.add_argument('--out', required=True, help='output data root')
     parser.add_argument('--num-classes', type=int, default=10)
-    parser.add_argument('--train-per-class', type=int, default=100)
-    parser.add_argument('--val-per-class', type=int, default=20)
+    parser.add_argument('--train-per-class', type=int, default=100,
+                        help='training images per class; 0: a test set '
+                        '(val/ only, meta/train.txt empty)')
+    parser.add_argument('--val-per-class', type=int, default=20,
+                        help='validation images per class (>= 1)')
     parser.add_argument('--size', type=int, default=64,
                         help='image side in pixels')
     parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--canvas-scale', type=float, default=1.0,
+                        help='images this many times larger than --size, '
+                        'with the object of the pixel size it has at --size, '
+                        'anywhere on them: a larger canvas with the object '
+                        'at the training scale')
     parser.add_argument('--overwrite', action='store_true',
                         help='replace a data set this tool made before (only '
                         'the files it wrote)')
@@ -258,12 +302,14 @@ def main(argv=None):
     try:
         info = make_imagenet(args.out, args.num_classes, args.train_per_class,
                              args.val_per_class, args.size, args.seed,
-                             args.overwrite, progress=show)
+                             args.overwrite, progress=show,
+                             canvas_scale=args.canvas_scale)
     except (ValueError, OSError) as e:
         raise SystemExit(f'make_imagenet.py: error: {e}')
+    side = round(args.size * args.canvas_scale)
     print(f'Wrote {info["num_train"]} train and {info["num_val"]} val '
-          f'images of {info["num_classes"]} classes ({args.size}x'
-          f'{args.size}) to {args.out}')
+          f'images of {info["num_classes"]} classes ({side}x{side}) to '
+          f'{args.out}')
 
 
 if __name__ == '__main__':

@@ -197,7 +197,7 @@ TASKS: Dict[str, Task] = {
         read_data=make_coco.read_info,
         # objects of 0.16-0.5 of the image side: at the config's 192 px,
         # the sizes its anchors cover
-        data=dict(num_train=200, num_val=40, seed=0,
+        data=dict(num_train=160, num_val=40, seed=0,
                   object_scale=[0.16, 0.5], objects_per_image=[1, 5]),
         canvas_data=det_canvas_data,
         train_size=lambda cfg: cfg.scale[0],

@@ -55,7 +55,7 @@ test_dataloader = val_dataloader
 val_evaluator = dict(ann_file=data_root + 'annotations/instances_val2017.json')
 test_evaluator = val_evaluator
 
-# Schedule: 3 epochs of the 200 training images, 300 iterations (the demo
+# Schedule: 3 epochs of the 160 training images, 240 iterations (the demo
 # trains this model and its learned-PE twin side by side and is meant to
 # fit in 15 minutes on 2 CPU cores); AdamW at 2e-4 (twice the 8x2 recipe's
 # 1e-4) after a 50-iteration warm-up, cosine decay to 0, gradients clipped

@@ -763,11 +763,11 @@ def loss_curve(work_dir: str) -> Optional[str]:
 
 
 # ------------------------------------------------------------------- flow
-def run(task: Task, quick: bool, data_root: Optional[str],
+def run(task_name: str, quick: bool, data_root: Optional[str],
         work_dir: str) -> int:
     """Generate the data, train both models at once, evaluate both on every
     test set and report. Returns the exit status."""
-    task_name = next(k for k, v in TASKS.items() if v is task)
+    task = TASKS[task_name]
     cfg = load_config(task.models[0].config)
     train_size = task.train_size(cfg)
     max_epochs = task.quick_epochs if quick else cfg.train_cfg.max_epochs
@@ -944,7 +944,7 @@ def main(argv=None):
     args = parse_args(argv)
     work_dir = args.work_dir or (f'work_dirs/demo_{args.task}' +
                                  ('_quick' if args.quick else ''))
-    sys.exit(run(TASKS[args.task], args.quick, args.data_root, work_dir))
+    sys.exit(run(args.task, args.quick, args.data_root, work_dir))
 
 
 if __name__ == '__main__':

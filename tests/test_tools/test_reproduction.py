@@ -110,13 +110,15 @@ def test_random_zoom_keeps_the_digit(data):
 
 
 def test_quick_run_end_to_end(tmp_path):
-    """--quick as a user runs it; its PEG model beats chance, and loads
-    back from its config and checkpoint with the same accuracy."""
+    """--quick as a user runs it, two models at once; its PEG model beats
+    chance, loads back from its config and checkpoint with the same
+    accuracy, and trains to the same figures in this process."""
     out = tmp_path / 'out'
     proc = run_tool(SCRIPT, '--quick', '--variants', 'no-pe', 'peg0',
-                    '--seeds', '0', '--out-dir', str(out), timeout=240)
+                    '--seeds', '0', '--out-dir', str(out), '--jobs', '2',
+                    timeout=240)
     assert proc.returncode == 0, explain(proc)
-    assert 'ETA' in proc.stdout
+    assert 'ETA' in proc.stdout and '2 at a time' in proc.stdout
     results = json.loads((out / 'results.json').read_text())
     assert [(r['variant'], r['seed']) for r in results['runs']] == [
         ('no-pe', 0), ('peg0', 0)]
@@ -143,3 +145,20 @@ def test_quick_run_end_to_end(tmp_path):
     _, _, x_test, y_test = dc.load_split(settings)
     images, labels = dc.make_test_sets(x_test, y_test, settings)['1x']
     assert math.isclose(dc.accuracy(model, images, labels), acc)
+
+    # the same model trained here, one at a time: the job count changes
+    # nothing (both use one thread)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        again = dc.train_and_test('peg0', 0, settings, str(tmp_path / 'one'))
+    finally:
+        torch.set_num_threads(threads)
+    assert again['accuracy'] == peg['accuracy']
+    assert again['final_loss'] == peg['final_loss']
+
+
+def test_jobs_below_one_is_refused():
+    proc = run_tool(SCRIPT, '--quick', '--jobs', '0', timeout=120)
+    assert proc.returncode == 2, explain(proc)
+    assert '--jobs must be 1 or more, got 0' in proc.stderr

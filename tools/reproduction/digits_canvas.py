@@ -36,10 +36,12 @@ import copy
 import inspect
 import json
 import math
+import multiprocessing
 import os
 import os.path as osp
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -478,10 +480,54 @@ def fmt_time(seconds: float) -> str:
     return f'{seconds // 60}:{seconds % 60:02d}'
 
 
+def train_and_test(name: str, seed: int, settings: Settings,
+                   out_dir: str) -> dict:
+    """One model of the comparison: build, train, test and save it; returns
+    its record for results.json. Runs in a worker process with ``--jobs``
+    above 1, so it takes only what pickles and rebuilds its data (a second
+    or so; the same split and test places as every other run)."""
+    x_train, y_train, x_test, y_test = load_split(settings)
+    test_sets = make_test_sets(x_test, y_test, settings)
+    by_name = {v['name']: v for v in VARIANTS}
+    torch.manual_seed(seed)
+    cfg = model_config(by_name[name], settings)
+    model = build_model(cfg)
+    t0 = time.perf_counter()
+    stats = train(model, x_train, y_train, settings, seed)
+    acc = evaluate(model, test_sets)
+    meta = dict(variant=name, seed=seed, accuracy=acc,
+                canvas=settings.canvas, settings=asdict(settings))
+    work_dir = osp.join(out_dir, name, f'seed{seed}')
+    save(model, cfg, work_dir, meta)
+    return dict(variant=name, seed=seed, accuracy=acc,
+                params=sum(p.numel() for p in model.parameters()),
+                work_dir=work_dir, run_time_s=time.perf_counter() - t0,
+                **stats)
+
+
+def _one_thread():
+    """Worker start-up: one thread each. With --jobs equal to the cores,
+    more threads would only wait on each other; and one thread gives every
+    run the same result whatever the job count."""
+    torch.set_num_threads(1)
+
+
+def default_jobs() -> int:
+    """The cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
-        out_dir: str, instruments: bool = False, log=print) -> dict:
-    """Train and test every variant x seed; write the outputs; return the
-    results (as written to results.json)."""
+        out_dir: str, instruments: bool = False, jobs: int = 1,
+        log=print) -> dict:
+    """Train and test every variant x seed (``jobs`` at a time, each in its
+    own process with one thread when ``jobs`` > 1); write the outputs;
+    return the results (as written to results.json)."""
+    if jobs < 1:
+        raise ValueError(f'jobs must be 1 or more, got {jobs}')
     start = time.perf_counter()
     os.makedirs(out_dir, exist_ok=True)
     missing = []
@@ -490,36 +536,43 @@ def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
         missing.append('le-rpe')
     todo = [(v, s) for v in VARIANT_NAMES if v in variants
             and v not in missing for s in seeds]
-    by_name = {v['name']: v for v in VARIANTS}
-    x_train, y_train, x_test, y_test = load_split(settings)
-    test_sets = make_test_sets(x_test, y_test, settings)
+    jobs = min(jobs, len(todo))
+    _, y_train, x_test, y_test = load_split(settings)
     log(f'[reproduce] {len(y_train)} training / {len(y_test)} held-out '
-        f'digits ({len(test_sets["1x"][1])} test images per set); '
-        f'{len(todo)} models, {settings.epochs} epochs each, '
-        f'{torch.get_num_threads()} thread(s)')
-    runs = []
-    for k, (name, seed) in enumerate(todo):
-        torch.manual_seed(seed)
-        cfg = model_config(by_name[name], settings)
-        model = build_model(cfg)
-        t0 = time.perf_counter()
-        stats = train(model, x_train, y_train, settings, seed)
-        acc = evaluate(model, test_sets)
-        n_params = sum(p.numel() for p in model.parameters())
-        meta = dict(variant=name, seed=seed, accuracy=acc,
-                    canvas=settings.canvas, settings=asdict(settings))
-        work_dir = osp.join(out_dir, name, f'seed{seed}')
-        save(model, cfg, work_dir, meta)
-        runs.append(dict(variant=name, seed=seed, accuracy=acc,
-                         params=n_params, work_dir=work_dir,
-                         run_time_s=time.perf_counter() - t0, **stats))
+        f'digits ({len(y_test) * settings.test_placements} test images per '
+        f'set); {len(todo)} models, {settings.epochs} epochs each, ' +
+        (f'{jobs} at a time (one process and thread each)' if jobs > 1
+         else f'one at a time, {torch.get_num_threads()} thread(s)'))
+    done = {}
+
+    def report(record):
+        done[record['variant'], record['seed']] = record
         elapsed = time.perf_counter() - start
-        eta = elapsed / (k + 1) * (len(todo) - k - 1)
-        log(f'[reproduce] {k + 1}/{len(todo)} {name} seed {seed}: ' +
-            ', '.join(f'{t} {a:.1f}' for t, a in acc.items()) +
-            f' % | loss {stats["final_loss"]:.3f}, '
-            f'{runs[-1]["run_time_s"]:.0f} s | elapsed '
+        eta = elapsed / len(done) * (len(todo) - len(done))
+        log(f'[reproduce] {len(done)}/{len(todo)} {record["variant"]} seed '
+            f'{record["seed"]}: ' +
+            ', '.join(f'{t} {a:.1f}' for t, a in record['accuracy'].items())
+            + f' % | loss {record["final_loss"]:.3f}, '
+            f'{record["run_time_s"]:.0f} s | elapsed '
             f'{fmt_time(elapsed)}, ETA {fmt_time(eta)}')
+
+    if jobs == 1:
+        for name, seed in todo:
+            report(train_and_test(name, seed, settings, out_dir))
+    else:
+        # spawn, not fork: a forked child inherits torch's thread pool
+        with ProcessPoolExecutor(
+                jobs, mp_context=multiprocessing.get_context('spawn'),
+                initializer=_one_thread) as pool:
+            futures = [pool.submit(train_and_test, name, seed, settings,
+                                   out_dir) for name, seed in todo]
+            try:
+                for future in as_completed(futures):
+                    report(future.result())
+            except BaseException:
+                pool.shutdown(cancel_futures=True)
+                raise
+    runs = [done[key] for key in todo]  # in table order
     summary = summarise(runs)
     results = dict(settings=asdict(settings), variants=VARIANTS,
                    test_sets=TEST_SETS, seeds=list(seeds), missing=missing,
@@ -573,7 +626,15 @@ def parse_args(argv=None):
     parser.add_argument('--instruments', action='store_true',
                         help='position probe, translation equivariance and '
                         'attention maps of the seed-0 models')
-    return parser.parse_args(argv)
+    parser.add_argument('--jobs', type=int, default=default_jobs(),
+                        help='models trained at once, each in its own '
+                        'process with one thread (default: the cores, '
+                        f'{default_jobs()} here); 1 trains in this process '
+                        'with torch\'s threads')
+    args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f'--jobs must be 1 or more, got {args.jobs}')
+    return args
 
 
 def main(argv=None):
@@ -582,7 +643,7 @@ def main(argv=None):
     if args.epochs is not None:
         settings.epochs = args.epochs
     run(args.variants, args.seeds, settings, args.out_dir,
-        instruments=args.instruments)
+        instruments=args.instruments, jobs=args.jobs)
 
 
 if __name__ == '__main__':

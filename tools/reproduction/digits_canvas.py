@@ -548,7 +548,9 @@ def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
     def report(record):
         done[record['variant'], record['seed']] = record
         elapsed = time.perf_counter() - start
-        eta = elapsed / len(done) * (len(todo) - len(done))
+        # the mean time of a model so far, for the rest, `jobs` at a time
+        per_model = np.mean([r['run_time_s'] for r in done.values()])
+        eta = per_model * math.ceil((len(todo) - len(done)) / jobs)
         log(f'[reproduce] {len(done)}/{len(todo)} {record["variant"]} seed '
             f'{record["seed"]}: ' +
             ', '.join(f'{t} {a:.1f}' for t, a in record['accuracy'].items())

@@ -146,6 +146,22 @@ def test_quick_run_end_to_end(tmp_path):
     images, labels = dc.make_test_sets(x_test, y_test, settings)['1x']
     assert math.isclose(dc.accuracy(model, images, labels), acc)
 
+    # an image file through the saved config's test pipeline and the
+    # model's preprocessor gives the model the canvas the tool tests on
+    from mmengine.config import Config
+    from PIL import Image
+
+    from mmcpvt.analysis.features import image_from_file
+    canvas = (images[0, 0] * 255).round().byte()  # exact in 8 bits
+    Image.fromarray(canvas.numpy()).save(tmp_path / 'digit.png')
+    batch, _ = image_from_file(Config.fromfile(work_dir / 'config.py'),
+                               model, str(tmp_path / 'digit.png'))
+    assert batch.shape == (1, 1, *canvas.shape)
+    with torch.no_grad():
+        assert torch.allclose(model(batch, mode='tensor'),
+                              dc.logits(model, canvas[None, None] / 255.),
+                              atol=1e-5)
+
     # the same model trained here, one at a time: the job count changes
     # nothing (both use one thread)
     threads = torch.get_num_threads()

@@ -254,7 +254,10 @@ def model_config(variant: dict, settings: Settings) -> Config:
     the CPVT backbone and a linear head.
 
     The data preprocessor maps 0..255 images (as OpenMMLab's loaders give
-    them) to [-1, 1], as :func:`logits` does with the [0, 1] canvases here.
+    them) to [-1, 1], as :func:`logits` does with the [0, 1] canvases here;
+    ``test_pipeline`` reads a grey-level image file as it is (no resizing:
+    the model takes any multiple of the patch size), for the inferencer and
+    tools/visualization/vis_attention.py.
     """
     backbone = copy.deepcopy(settings.backbone)
     backbone.update(copy.deepcopy(variant['backbone']))
@@ -262,6 +265,8 @@ def model_config(variant: dict, settings: Settings) -> Config:
     return Config(dict(
         default_scope='mmpretrain',
         custom_imports=dict(imports=['mmcpvt'], allow_failed_imports=False),
+        test_pipeline=[dict(type='LoadImageFromFile', color_type='grayscale'),
+                       dict(type='PackInputs')],
         model=dict(
             type='ImageClassifier',
             data_preprocessor=dict(

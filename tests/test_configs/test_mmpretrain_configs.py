@@ -7,7 +7,7 @@ through its own data preprocessor and batch augments, build its optimizer,
 run its pipelines, and carry its family's recipe: DeiT's, which CPVT keeps
 (appendix, "The Hyperparameters of CPVT"), PVT's (DeiT's with PVT's drop path
 and clipping) or Swin's; PVT+PEG and Swin+PEG use "the same training
-settings" as their baselines (Sec. 4.4).
+settings" as their baselines (Sec. 4.6).
 """
 import glob
 import math
@@ -277,15 +277,21 @@ def test_parameter_count(cfg, model):
     assert n_params(model) == PARAMS[_name(cfg)]
 
 
-def test_optimizer_and_no_decay_groups(cfg, model):
-    optim_wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
-    expected = 'Lamb' if _name(cfg).startswith('cpvt/cpvt-base') else 'AdamW'
-    assert type(optim_wrapper.optimizer).__name__ == expected
+def _weight_decay(optim_wrapper, model) -> dict:
+    """Parameter name -> the weight decay of its optimizer group."""
     decay = {}
     names = {id(p): n for n, p in model.named_parameters()}
     for group in optim_wrapper.optimizer.param_groups:
         for p in group['params']:
             decay[names[id(p)]] = group['weight_decay']
+    return decay
+
+
+def test_optimizer_and_no_decay_groups(cfg, model):
+    optim_wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
+    expected = 'Lamb' if _name(cfg).startswith('cpvt/cpvt-base') else 'AdamW'
+    assert type(optim_wrapper.optimizer).__name__ == expected
+    decay = _weight_decay(optim_wrapper, model)
     for name, wd in decay.items():
         if not model.get_parameter(name).requires_grad:
             continue  # a frozen PEG: never updated
@@ -293,8 +299,32 @@ def test_optimizer_and_no_decay_groups(cfg, model):
             name.endswith(('.bias', 'cls_token', '.pos_embed',
                            'relative_position_bias_table',
                            'relative_key_table'))
-            or model.get_parameter(name).ndim == 1)
+            or model.get_parameter(name).ndim == 1
+            # the PEGs, as in the authors' code (Twins gvt.py
+            # PosCNN.no_weight_decay, CPVTV2.no_weight_decay)
+            or '.pegs.' in name)
         assert wd == (0. if no_decay else 0.05), name
+
+
+@pytest.mark.parametrize('name', [
+    'cpvt/cpvt-tiny_4xb256_in1k.py', 'pvt_peg/pvt-t-peg-gap_8xb128_in1k.py',
+    'swin_peg/swin-t-peg_16xb64_in1k.py'
+])
+def test_peg_weights_are_not_decayed(name):
+    """One config per family: every PEG convolution weight is in a group
+    with weight decay 0, the other convolution and linear weights in 0.05."""
+    cfg = Config.fromfile(osp.join(ROOT, 'configs', name))
+    model = MODELS.build(cfg.model)
+    optim_wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
+    decay = _weight_decay(optim_wrapper, model)
+    assert set(decay) == {n for n, _ in model.named_parameters()}
+    peg = {n: wd for n, wd in decay.items() if '.pegs.' in n}
+    weights = [n for n in peg if n.endswith('proj.0.weight')]
+    expected = {'cpvt': 1, 'pvt_peg': 4, 'swin_peg': 4}[_family(name)]
+    assert len(weights) == expected, sorted(peg)
+    assert set(peg.values()) == {0.}
+    assert {wd for n, wd in decay.items()
+            if n.endswith('attn.proj.weight')} == {0.05}
 
 
 # Per family: warm-up epochs, its start factor, final lr, train sampler.
@@ -380,7 +410,7 @@ def test_recipe(cfg):
 
 @pytest.mark.parametrize('baseline', sorted(BASELINES))
 def test_baseline_differs_only_in_position_encoding(baseline):
-    """"The same training settings to make a fair comparison" (Sec. 4.4)."""
+    """"The same training settings to make a fair comparison" (Sec. 4.6)."""
     cfgs = []
     for name in (baseline, BASELINES[baseline]):
         cfg = Config.fromfile(osp.join(ROOT, 'configs', name)).to_dict()

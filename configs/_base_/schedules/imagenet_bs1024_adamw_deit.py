@@ -4,7 +4,10 @@
 # norms, biases and 1-D parameters, 300 epochs, no gradient clipping) with
 # DeiT's differences: 5 warm-up epochs instead of 20, and no weight decay on
 # the class token and the learned position table rather than on Swin's
-# position parameters.
+# position parameters. The PEGs are not decayed either (weights and biases of
+# every `.pegs.` module), as in the authors' code: Twins gvt.py,
+# PosCNN.no_weight_decay() and CPVTV2.no_weight_decay(), which timm's
+# optimizer factory puts in the no-decay group.
 _base_ = 'mmpretrain::_base_/schedules/imagenet_bs1024_adamw_swin.py'
 
 optim_wrapper = dict(
@@ -12,7 +15,8 @@ optim_wrapper = dict(
         custom_keys={
             '_delete_': True,
             '.cls_token': dict(decay_mult=0.0),
-            '.pos_embed': dict(decay_mult=0.0)
+            '.pos_embed': dict(decay_mult=0.0),
+            '.pegs.': dict(decay_mult=0.0)
         }))
 
 param_scheduler = [

@@ -7,13 +7,15 @@
 # 1e-6, cosine down to 5e-6 (MIN_LR) rather than 1e-5 and updated every
 # iteration, and the gradient norm clipped at 5.0 (as mmpretrain's
 # swin-tiny_16xb64_in1k.py). SwinPEG has no absolute position embedding, so
-# only the relative position bias tables are named.
+# only the relative position bias tables are named, and the PEGs, which the
+# authors do not decay (Twins gvt.py: PosCNN.no_weight_decay()).
 _base_ = 'mmpretrain::_base_/schedules/imagenet_bs1024_adamw_swin.py'
 
 optim_wrapper = dict(
     paramwise_cfg=dict(custom_keys={
         '_delete_': True,
-        '.relative_position_bias_table': dict(decay_mult=0.0)
+        '.relative_position_bias_table': dict(decay_mult=0.0),
+        '.pegs.': dict(decay_mult=0.0)
     }),
     clip_grad=dict(max_norm=5.0),
 )

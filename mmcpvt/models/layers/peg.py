@@ -1,6 +1,6 @@
 """The Position Encoding Generator (PEG) of CPVT: Conditional Positional
 Encodings for Vision Transformers (https://arxiv.org/abs/2102.10882),
-Sec. 3.2 and Alg. 1."""
+Sec. 3.2, Fig. 2 and Alg. 1 (Appendix C.1)."""
 import itertools
 from typing import Optional, Sequence, Tuple
 
@@ -27,16 +27,19 @@ class ConditionalPositionEncoding(BaseModule):
 
     With less padding than (k-1)/2 (``padding``; 0 is the paper's "remove
     the zero paddings" taken literally) each convolution shrinks the map by
-    ``k - 1 - 2 * padding`` per axis, and the output is ``F(x) + crop(x)``:
-    the identity is the centre crop of the input map to the size of
-    ``F(x)``. The caller learns the new map size from :meth:`out_hw_shape`.
+    ``k - 1 - 2 * padding`` per axis and the output is ``F(x)`` alone, with
+    no skip connection: the first author's answer to how the paper did it
+    (Meituan-AutoML/CPVT issue #3, "we just remove the skip connection of
+    PEG"); the next block takes the shorter sequence. The caller learns the
+    new map size from :meth:`out_hw_shape`.
 
     Args:
         in_channels (int): Number of input channels.
         embed_dims (int): Number of output channels. Defaults to 768.
         stride (int): Stride of the first convolution; with stride > 1 or
             ``in_channels != embed_dims`` there is no identity (Twins'
-            down-sampling PEG). Defaults to 1.
+            down-sampling PEG), nor when ``padding`` shrinks the map.
+            Defaults to 1.
         kernel_size (int): Odd k (3, 7, 27 in the paper). Defaults to 3.
         depthwise (bool): Depth-wise or dense convolutions. Defaults to True.
         num_layers (int): Stacked convolutions. Defaults to 1.
@@ -96,13 +99,14 @@ class ConditionalPositionEncoding(BaseModule):
         self.in_channels = in_channels
         self.num_extra_tokens = num_extra_tokens
         self.padding_mode = padding_mode
-        self.with_identity = stride == 1 and in_channels == embed_dims
         self.kernel_size = kernel_size
         self.stride = stride
         self.num_layers = num_layers
         self.padding = padding
         # cells that F cuts from each side of the map (stride 1)
         self.crop = num_layers * (kernel_size // 2 - padding)
+        self.with_identity = (stride == 1 and in_channels == embed_dims
+                              and self.crop == 0)
         self.frozen = frozen
         # the smallest map side F takes (1 unless the padding is reflect or
         # circular, or F shrinks the map)
@@ -213,8 +217,6 @@ class ConditionalPositionEncoding(BaseModule):
         feat = nlc_to_nchw(x[:, num_extra:], hw_shape)
         out = self.proj(feat)
         if self.with_identity:
-            # F(x) + crop(x): the centre of the input map, F(x)'s size
-            c = self.crop
-            out = out + feat[:, :, c:H - c, c:W - c]
+            out = out + feat
         out = nchw_to_nlc(out)
         return torch.cat((x[:, :num_extra], out), dim=1) if num_extra else out

@@ -79,10 +79,12 @@ def test_strided_peg_has_no_identity():
     assert peg(torch.randn(1, 36, 4), (6, 6)).shape == (1, 9, 8)
 
 
-def test_no_padding_shrinks_the_map_and_crops_the_identity():
-    """padding=0: F(x) + crop(x), the map k-1 smaller on each axis."""
+def test_no_padding_shrinks_the_map_and_drops_the_skip_connection():
+    """padding=0: F(x) alone (the authors' answer, Meituan-AutoML/CPVT
+    issue #3), the map k-1 smaller on each axis."""
     C, H, W = 4, 6, 9
     peg = PEG(C, C, padding=0, num_extra_tokens=1)
+    assert not peg.with_identity
     assert n_params(peg) == n_params(PEG(C, C))  # the same convolution
     assert peg.out_hw_shape((H, W)) == (H - 2, W - 2)
     x = torch.randn(2, 1 + H * W, C)
@@ -91,8 +93,7 @@ def test_no_padding_shrinks_the_map_and_crops_the_identity():
     assert torch.equal(out[:, 0], x[:, 0])  # the class token bypasses it
     conv = peg.proj[0]
     feat = x[:, 1:].transpose(1, 2).reshape(2, C, H, W)
-    ref = F.conv2d(feat, conv.weight, conv.bias, groups=C) + \
-        feat[:, :, 1:-1, 1:-1]  # the centre crop of the input map
+    ref = F.conv2d(feat, conv.weight, conv.bias, groups=C)  # no identity
     torch.testing.assert_close(out[:, 1:], ref.flatten(2).transpose(1, 2))
 
 
@@ -109,13 +110,12 @@ def test_padding_sets_the_output_map(k, padding, num_layers, shrink):
     assert peg.out_hw_shape((H, W)) == (H - shrink, W - shrink)
     out = peg(torch.randn(1, H * W, C), (H, W))
     assert out.shape == (1, (H - shrink) * (W - shrink), C)
-    with torch.no_grad():  # F = 0 leaves the centre crop of the input
+    with torch.no_grad():  # F = 0: the identity if the map keeps its size
         for p in peg.parameters():
             p.zero_()
     x = torch.randn(1, H * W, C)
-    c = shrink // 2
-    crop = x.reshape(1, H, W, C)[:, c:H - c, c:W - c].reshape(1, -1, C)
-    assert torch.equal(peg(x, (H, W)), crop)
+    expected = x if shrink == 0 else torch.zeros_like(out)
+    assert torch.equal(peg(x, (H, W)), expected)
 
 
 def test_a_map_too_small_for_an_unpadded_peg_is_explained():

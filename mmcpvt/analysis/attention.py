@@ -1,6 +1,8 @@
-"""Attention matrices of one block (paper, Appendix, Figs. 5 and 6: the
-normalised attention scores of a head of the second encoder show whether
-tokens attend to their neighbours, i.e. whether they know where they are).
+"""Attention matrices of one block (paper, Appendix D.3 "Qualitative Analysis
+of CPVT", Figs. 5 and 6: the normalised attention scores of a head of the
+second encoder, the 196 x 196 matrix of the patch tokens of a 224 px image,
+show whether tokens attend to their neighbours, i.e. whether they know where
+they are).
 
 The matrix comes from the block's own attention: its ``attend`` is wrapped
 for the duration so that it runs with ``return_attn=True`` (the explicit
@@ -75,9 +77,12 @@ class AttentionMaps:
     def num_heads(self) -> int:
         return self.attn.shape[1]
 
-    def matrix(self, image: int = 0, head: int = 0) -> torch.Tensor:
-        """The (N, N_kv) matrix of one head (of the first window of the
-        image for Swin)."""
+    def matrix(self, image: int = 0, head: int = 0,
+               extra_tokens: bool = False) -> torch.Tensor:
+        """The matrix of one head (of the first window of the image for
+        Swin): patch queries x patch keys, as the paper's figures (H*W x
+        H'*W'); with ``extra_tokens`` the class token's row and column too
+        (N x N_kv, rows summing to one)."""
         if not 0 <= head < self.num_heads:
             raise ValueError(f'head {head} out of range: this block has '
                              f'{self.num_heads} heads (0 to '
@@ -85,7 +90,8 @@ class AttentionMaps:
         if self.kind == 'window':
             windows = self.attn.shape[0] // self.num_images
             return self.attn[image * windows, head]
-        return self.attn[image, head]
+        n = 0 if extra_tokens else self.num_extra_tokens
+        return self.attn[image, head, n:, n:]
 
     def query_index(self, query: Query) -> int:
         """The row of a query: 'cls' (the first extra token) or (row,
@@ -111,7 +117,7 @@ class AttentionMaps:
         if self.kind == 'window':
             raise ValueError('per-query maps over the image need global '
                              'attention; Swin attends within windows')
-        row = self.matrix(image, head)[self.query_index(query)]
+        row = self.matrix(image, head, True)[self.query_index(query)]
         n = self.num_extra_tokens
         return row[n:].reshape(self.kv_hw_shape)
 
@@ -234,7 +240,7 @@ def save_query_overlay(maps: AttentionMaps, image_rgb: np.ndarray,
         ax.imshow(heat.numpy(), cmap='jet', alpha=0.55, vmin=0, vmax=1,
                   extent=(-0.5, heat.shape[1] - 0.5, heat.shape[0] - 0.5,
                           -0.5))
-        row = maps.matrix(image, head)[maps.query_index(query)]
+        row = maps.matrix(image, head, True)[maps.query_index(query)]
         if query == 'cls':
             label = 'query: class token'
         else:
@@ -267,10 +273,9 @@ def mean_attention_distance(maps: AttentionMaps, image: int = 0,
     if maps.kind == 'window':
         raise ValueError('the attention distance here is for global '
                          'attention; Swin attends within windows')
-    n = maps.num_extra_tokens
     H, W = maps.hw_shape
     Hk, Wk = maps.kv_hw_shape
-    a = maps.matrix(image, head)[n:, n:].double()
+    a = maps.matrix(image, head).double()
     a = a / a.sum(1, keepdim=True).clamp_min(1e-12)
 
     def centres(h, w, size):  # (h*w, 2) token centres in input pixels

@@ -101,10 +101,20 @@ def test_vis_attention_cli(tiny_config, checkpoint, tmp_path):
     stem = tmp_path / 'vis' / 'img_block1_head1'
     for suffix in ('_matrix.png', '_queries.png'):
         assert osp.getsize(f'{stem}{suffix}') > 1000
-    matrix = np.load(f'{stem}_matrix.npy')
-    # 224 px test crop, 16 px patches: 1 class token + 14x14 patches
+    # 224 px test crop, 16 px patches: the 14x14 patches, as the paper's
+    # figures; the class token took some of each row
+    patches = np.load(f'{stem}_matrix.npy')
+    assert patches.shape == (196, 196)
+    assert (patches.sum(-1) < 1).all()
+    assert 'patch queries give the class token' in proc.stdout
+    proc = run('vis_attention', tiny_config, checkpoint, str(image),
+               '--block', '1', '--head', '1', '--with-cls', '--out-dir',
+               str(tmp_path / 'vis'), '--save-npy')
+    assert proc.returncode == 0, explain(proc)
+    matrix = np.load(f'{stem}_matrix.npy')  # 1 class token + 14x14 patches
     assert matrix.shape == (197, 197)
     assert np.allclose(matrix.sum(-1), 1, atol=1e-5)
+    assert np.array_equal(matrix[1:, 1:], patches)
 
 
 def errors_of(capsys, name, *argv):

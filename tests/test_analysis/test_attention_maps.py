@@ -24,9 +24,11 @@ def test_cpvt_matrix_rows_sum_to_one_and_match_q_k_by_hand():
     assert maps.attn.shape == (2, 2, N, N)
     assert (maps.kind, maps.hw_shape, maps.num_extra_tokens) == (
         'global', (8, 8), 1)
-    m = maps.matrix(image=1, head=1)
+    m = maps.matrix(image=1, head=1, extra_tokens=True)
     assert m.shape == (N, N)
     assert torch.allclose(m.sum(-1), torch.ones(N), atol=1e-5)
+    # by default the patch tokens only, as the paper's 196 x 196 figures
+    assert torch.equal(maps.matrix(image=1, head=1), m[1:, 1:])
     # by hand from the block's q/k projections (its input captured)
     tokens = seen[0][1]  # image 1: (N, C)
     q, k, _ = attn.qkv(tokens).reshape(N, 3, 2, 16).permute(1, 2, 0, 3)
@@ -58,7 +60,8 @@ def test_relative_position_encoding_and_a_shrunk_map():
                   rpe_cfg=dict(clip_distance=2))
     maps = attention_maps(model, images(2), block=1)
     assert maps.hw_shape == (6, 6) and maps.attn.shape == (2, 2, 37, 37)
-    assert torch.allclose(maps.matrix().sum(-1), torch.ones(37), atol=1e-5)
+    assert torch.allclose(maps.matrix(extra_tokens=True).sum(-1),
+                          torch.ones(37), atol=1e-5)
 
 
 def test_pvt_spatial_reduction_and_swin_windows():

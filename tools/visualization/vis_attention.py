@@ -1,9 +1,11 @@
 """The attention matrix of one head of one block on an image, as in the
-paper's Figs. 5 and 6 (normalised attention scores of a head of the second
-encoder), and the attention of a few query tokens over the image.
+paper's Figs. 5 and 6 (Appendix D.3: normalised attention scores of a head
+of the second encoder, 196 x 196 patch tokens at 224 px), and the attention
+of a few query tokens over the image.
 
-Writes to --out-dir: <image>_block<B>_head<H>_matrix.png (the N x N
-matrix, class token first if any, min-max normalised), ..._queries.png
+Writes to --out-dir: <image>_block<B>_head<H>_matrix.png (the H*W x H*W
+matrix of the patch tokens, min-max normalised; --with-cls adds the class
+token's row and column first, inside the colour scale), ..._queries.png
 (the input, then each query's attention over the patches, upsampled onto
 the image; default queries: the centre and the top-left patch, and the
 class token if there is one) and, with --save-npy, ..._matrix.npy (the
@@ -73,6 +75,9 @@ def parse_args(argv=None):
     parser.add_argument('--out-dir', default='work_dirs/vis_attention',
                         help='where the files go (default '
                         'work_dirs/vis_attention)')
+    parser.add_argument('--with-cls', action='store_true',
+                        help='draw the class token\'s row and column too '
+                        '(default: patch tokens only, as the paper)')
     parser.add_argument('--save-npy', action='store_true',
                         help='also save the matrix as .npy')
     args = parser.parse_args(argv)
@@ -94,7 +99,8 @@ def main(argv=None):
     try:
         batch, rgb = image_from_file(cfg, model, args.image)
         maps = attention_maps(backbone, batch, block)
-        matrix = maps.matrix(0, args.head)
+        full = maps.matrix(0, args.head, extra_tokens=True)
+        matrix = maps.matrix(0, args.head, extra_tokens=args.with_cls)
         queries = args.query or (default_queries(maps)
                                  if maps.kind != 'window' else [])
         for q in queries:
@@ -107,14 +113,18 @@ def main(argv=None):
                     f'{image_name}_block{block}_head{args.head}')
     os.makedirs(args.out_dir, exist_ok=True)
     H, W = maps.hw_shape
-    extra = (f'{maps.num_extra_tokens} class token + '
-             if maps.num_extra_tokens else '')
+    n = maps.num_extra_tokens
+    extra = f'{n} class token + ' if n and args.with_cls else ''
     title = (f'{type(backbone).__name__} {name}, head {args.head}: '
              f'{matrix.shape[0]}x{matrix.shape[1]} ({extra}{H}x{W} patches'
              f'{", " + maps.kind if maps.kind != "global" else ""})')
     print(title)
     print(f'rows sum to one: max |sum - 1| = '
-          f'{float((matrix.sum(-1) - 1).abs().max()):.1e}')
+          f'{float((full.sum(-1) - 1).abs().max()):.1e}')
+    if n and maps.kind != 'window':
+        print(f'patch queries give the class token '
+              f'{float(full[n:, :n].sum(-1).mean()):.3f} of their attention '
+              f'on average' + ('' if args.with_cls else ' (not drawn)'))
     save_matrix_png(matrix, stem + '_matrix.png', title)
     written = [stem + '_matrix.png']
     if maps.kind == 'window':

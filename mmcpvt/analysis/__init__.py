@@ -1,6 +1,7 @@
 """Instruments that check the paper's claims on any model of ours:
-translation equivariance (Sec. 3.2, App. A), absolute position through
-zero padding (Sec. 5.2, App. A.3) and attention maps (App., Figs. 5-6).
+translation equivariance (Sec. 3.2, Appendix A), absolute position through
+zero padding (Sec. 3.2, Appendix B.3) and attention maps (Appendix D.3,
+Figs. 5-6).
 
 The command lines are in ``tools/analysis_tools/`` and
 ``tools/visualization/``; this package holds what they (and scripts) call.

@@ -1,5 +1,5 @@
 """How much absolute position a block's tokens carry: a linear probe
-(paper, Sec. 5.2 and Appendix A.3, position through zero padding).
+(paper, Sec. 3.2 and Appendix B.3, position through zero padding).
 
 A ridge regression predicts each token's (row, column) from its
 standardised feature vector. It is fitted on the tokens of the first half

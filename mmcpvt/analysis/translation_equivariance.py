@@ -7,7 +7,7 @@ shifted input are compared with the shifted maps of the original:
 region. Self-attention, the FFN and a PEG (ignoring its padding) are
 equivariant; an absolute position embedding is not, and a PEG's zero
 padding breaks equivariance only at the border of the map, where it tells
-tokens where they are (paper, Appendix A.3).
+tokens where they are (paper, Sec. 3.2 and Appendix B.3).
 
 Modes:
     'circular': ``torch.roll``; a model without position encoding and

@@ -1,4 +1,4 @@
-# PVT-Tiny+PEG+GAP (Chu et al., ICLR 2023, Sec. 4.4): PVT v1 (Wang et al.,
+# PVT-Tiny+PEG+GAP (Chu et al., ICLR 2023, Sec. 4.6): PVT v1 (Wang et al.,
 # ICCV 2021) with its learned per-stage position tables removed, a PEG (3x3
 # depth-wise convolution) after the first block of every stage, and global
 # average pooling of the normed last stage instead of the class token.

@@ -1,5 +1,6 @@
 """CPVTQKOnly: the paper's test that the PEG acts as a position encoding
-(Sec. 4.3, "PEG on Q and K only").
+(Sec. 5.1 "Positional encoding or merely a hybrid?", Table 5: PEG on Q
+and K only).
 
 Conditional Positional Encodings for Vision Transformers, Chu et al.,
 ICLR 2023 (https://arxiv.org/abs/2102.10882).

@@ -1,5 +1,5 @@
 """PVTPEG: Pyramid Vision Transformer (v1) with conditional position
-encodings (the paper's PVT+PEG+GAP, Sec. 4.4 and Appendix A.6).
+encodings (the paper's PVT+PEG+GAP, Sec. 4.6 and Appendix B.6, Table 13).
 
 Conditional Positional Encodings for Vision Transformers, Chu et al.,
 ICLR 2023 (https://arxiv.org/abs/2102.10882); PVT: Wang et al., ICCV 2021

@@ -1,5 +1,5 @@
 """SwinPEG: Swin Transformer with a PEG after the first block of each stage
-(the paper's Swin+PEG, Appendix A.5).
+(the paper's Swin+PEG, Appendix B.5).
 
 Conditional Positional Encodings for Vision Transformers, Chu et al.,
 ICLR 2023 (https://arxiv.org/abs/2102.10882); Swin: Liu et al., ICCV 2021

@@ -1,16 +1,17 @@
-"""tools/reproduction/digits_canvas.py: the digit canvases, and a quick
-run as a user runs it whose PEG model learns.
+"""tools/reproduction/digits_canvas.py: the splits and canvases, the
+training zoom, the no-decay group, early stopping, the paired bootstrap,
+and a quick run as a user runs it.
 
 The data checks are exact: canvas sizes, the digit at the training scale
-on the larger canvases (its non-zero bounding box is that of the digit
-pasted alone), the scaled-up scenes are the 1x scenes resized, and the
-training zoom keeps the digit whole.
+on the larger canvases, the scaled-up scenes are the 1x scenes resized, the
+zoom control is the scaled 2x scene cropped back to the 1x canvas.
 """
 import importlib.util
 import json
 import math
 import os.path as osp
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -30,108 +31,197 @@ def load_tool():
 dc = load_tool()
 
 
-def bbox_size(image):
-    """(height, width) of the non-zero pixels of a (1, H, W) image."""
-    rows = image[0].nonzero()[:, 0]
-    cols = image[0].nonzero()[:, 1]
-    return (int(rows.max() - rows.min() + 1),
+def bbox(image, threshold=0.):
+    """(top, left, height, width) of the pixels of a (1, H, W) image above
+    ``threshold``."""
+    rows, cols = (image[0] > threshold).nonzero().unbind(1)
+    return (int(rows.min()), int(cols.min()),
+            int(rows.max() - rows.min() + 1),
             int(cols.max() - cols.min() + 1))
 
 
 @pytest.fixture(scope='module')
 def data():
     settings = dc.Settings()
-    split = dc.load_split(settings)
-    return settings, split
+    return settings, dc.load_split(settings)
 
 
-def test_split_is_fixed_and_stratified(data):
-    settings, (x_train, y_train, x_test, y_test) = data
-    assert len(y_train) + len(y_test) == 1797
-    assert x_train.shape[1:] == (1, 8, 8)
-    assert 0 <= float(x_train.min()) and float(x_train.max()) <= 1
-    assert set(y_test.tolist()) == set(range(10))
+def test_splits_are_fixed_disjoint_and_stratified(data):
+    settings, split = data
+    sizes = {k: len(y) for k, (_, y) in split.items()}
+    assert sum(sizes.values()) == 1797
+    assert sizes == {'train': 1068, 'val': 189, 'test': 540}
+    for _, y in split.values():
+        assert set(y.tolist()) == set(range(10))
+    # no digit in two splits
+    flat = {k: {tuple(x.flatten().tolist()) for x in xs}
+            for k, (xs, _) in split.items()}
+    assert not flat['val'] & flat['test']
     again = dc.load_split(settings)
-    assert torch.equal(again[3], y_test) and torch.equal(again[2], x_test)
+    for k in split:
+        assert torch.equal(again[k][0], split[k][0])
 
 
 def test_test_sets(data):
-    settings, (_, _, x_test, y_test) = data
-    x, y = x_test[:20], y_test[:20]
+    settings, split = data
+    x, y = split['test'][0][:20], split['test'][1][:20]
     sets = dc.make_test_sets(x, y, settings)
     assert list(sets) == list(dc.TEST_SETS)
-    c = settings.canvas
-    sizes = {'1x': c, 'canvas 1.5x': c * 3 // 2, 'canvas 2x': 2 * c,
-             'scaled 1.5x': c * 3 // 2, 'scaled 2x': 2 * c}
+    c, d = settings.canvas, settings.digit
+    assert (c, d) == (32, 24)
+    sizes = {'1x': c, 'canvas 1.5x': 48, 'canvas 2x': 64,
+             'scaled 1.5x': 48, 'scaled 2x': 64, 'zoom 2x': c}
     for name, (images, labels) in sets.items():
         assert images.shape == (len(y), 1, sizes[name], sizes[name]), name
         assert torch.equal(labels, y)
     # larger canvas: the digit at the training scale, pasted whole
-    digits = dc.upscale(x, settings.digit)
+    digits = dc.upscale(x, d)
     for name in ('1x', 'canvas 1.5x', 'canvas 2x'):
-        images = sets[name][0]
-        for i in range(len(y)):
-            size = bbox_size(images[i])
-            assert size == bbox_size(digits[i]), (name, i)
-            assert max(size) <= settings.digit
-            assert math.isclose(float(images[i].sum()),
-                                float(digits[i].sum()), rel_tol=1e-5)
+        for image, digit in zip(sets[name][0], digits):
+            assert bbox(image)[2:] == bbox(digit)[2:], name
+            assert math.isclose(float(image.sum()), float(digit.sum()),
+                                rel_tol=1e-5)
     # scaled up: the 1x scene resized, so the digit grows
-    for name, size in (('scaled 1.5x', c * 3 // 2), ('scaled 2x', 2 * c)):
+    for name, size in (('scaled 1.5x', 48), ('scaled 2x', 64)):
         expected = F.interpolate(sets['1x'][0], size=(size, size),
                                  mode='bilinear', align_corners=False)
         assert torch.allclose(sets[name][0], expected)
-        grown = bbox_size(sets[name][0][0])
-        assert max(grown) > max(bbox_size(sets['1x'][0][0]))
+    # the zoom control: the scaled 2x scene cut back to the 1x canvas by a
+    # window centred on the digit (twice its 1x size)
+    _, corners = dc.place(digits, c, torch.Generator().manual_seed(
+        settings.test_seed))
+    for i, (y0, x0) in enumerate(corners.tolist()):
+        top, left = 2 * y0 + d - c // 2, 2 * x0 + d - c // 2
+        assert torch.equal(sets['zoom 2x'][0][i], sets['scaled 2x'][0][
+            i, :, top:top + c, left:left + c])
 
 
-def test_random_zoom_keeps_the_digit(data):
+def test_random_zoom(data):
     settings, _ = data
-    d, c = settings.digit, settings.canvas
+    c = settings.canvas
     g = torch.Generator().manual_seed(0)
     # white squares in place of digits: a cut square would come out as a
-    # rectangle
-    squares = torch.ones(64, 1, d, d)
+    # rectangle, and a small one gives the zoom (its side grows d -> z d)
+    d = c // 4
+    squares = torch.ones(2000, 1, d, d)
     canvases, corners = dc.place(squares, c, g)
     zoomed = dc.random_zoom(canvases, corners, d, settings.max_zoom, g)
-    assert zoomed.shape == canvases.shape
     sides = []
     for image in zoomed:
-        rows, cols = (image[0] > 0.5).nonzero().unbind(1)
-        h, w = int(rows.max() - rows.min() + 1), int(cols.max() -
-                                                     cols.min() + 1)
-        assert abs(h - w) <= 1, (h, w)
-        assert d - 1 <= h <= settings.max_zoom * d + 1
-        sides.append(h)
-    assert max(sides) - min(sides) >= d / 2  # zooms spread over the range
-    # no zoom: the canvas itself
-    same = dc.random_zoom(canvases, corners, d, 1., g)
-    assert torch.allclose(same, canvases, atol=1e-5)
+        _, _, h, w = bbox(image, 0.5)
+        assert abs(h - w) <= 1
+        sides.append(h / d)
+    zoom = torch.tensor(sides)
+    assert 0.95 <= float(zoom.min()) and float(zoom.max()) <= 3.05
+    # the scaled 2x digit is well inside the range: about as many crops
+    # zoom more than 2x (16 %) as RandomResizedCrop's area (0.08, 1) zooms
+    # ImageNet beyond 512/224 (12 %)
+    assert settings.max_zoom == 3
+    assert 0.12 < float((zoom > 2).float().mean()) < 0.2
+    assert torch.allclose(dc.random_zoom(canvases, corners, d, 1., g),
+                          canvases, atol=1e-5)  # no zoom: the canvas
+    # a crop smaller than the digit lies inside it: the canvas is all digit
+    big = torch.ones(200, 1, settings.digit, settings.digit)
+    canvases, corners = dc.place(big, c, g)
+    zoomed = dc.random_zoom(canvases, corners, settings.digit, 3, g)
+    full = (zoomed > 0.5).float().mean((1, 2, 3)) > 0.99
+    area = (zoomed > 0.5).float().sum((1, 2, 3))
+    assert bool(full.any()) and bool((area >= settings.digit**2 - 2
+                                      * settings.digit).all())
+
+
+def test_pegs_are_not_weight_decayed():
+    settings = dc.Settings()
+    variant = dc.VARIANTS[dc.VARIANT_NAMES.index('peg0-circular')]
+    model = dc.build_model(dc.model_config(variant, settings))
+    assert model.backbone.pegs['0'].proj[0].padding_mode == 'circular'
+    decay, no_decay = dc.param_groups(model, 0.05)
+    assert decay['weight_decay'] == 0.05 and no_decay['weight_decay'] == 0
+    ids = {id(p) for p in no_decay['params']}
+    names = {n for n, p in model.named_parameters() if id(p) in ids}
+    pegs = {n for n, _ in model.named_parameters() if '.pegs.' in n}
+    assert pegs and pegs <= names
+    assert 'backbone.pegs.0.proj.0.weight' in names
+    assert not any('attn' in n and n.endswith('weight') and 'norm' not in n
+                   for n in names)
+    assert len(decay['params']) + len(no_decay['params']) == len(
+        list(model.parameters()))
+
+
+def test_early_stopping_stops_at_patience_and_keeps_the_best():
+    model = torch.nn.Linear(2, 1)
+    stopper = dc.EarlyStopping(patience=3)
+    weights, stops = [], []
+    for epoch, score in enumerate([1, 3, 2, 3, 2, 9]):
+        torch.nn.init.normal_(model.weight)  # "training"
+        weights.append(model.weight.detach().clone())
+        stops.append(stopper.step(epoch, score, model))
+        if stops[-1]:
+            break
+    # epoch 1 is best (3; a tie is no improvement); 3 epochs later: stop
+    assert stops == [False, False, False, False, True]
+    assert stopper.best_epoch == 1 and stopper.best == 3
+    model.load_state_dict(stopper.state)
+    assert torch.equal(model.weight, weights[1])
+
+
+def test_bootstrap():
+    rng = np.random.default_rng(0)
+    base = {t: rng.random((3, 400)) < 0.9 for t in ('1x', 'scaled 2x')}
+    worse = dict(base, **{'scaled 2x': base['scaled 2x'] &
+                          (rng.random((3, 400)) < 0.5)})
+    out = dc.bootstrap({'learned-pe': base, 'same': base, 'worse': worse},
+                       'learned-pe', 500, 0)
+    same = out['same']['scaled 2x']
+    assert same['diff'] == 0 and same['diff_ci'] == [0, 0]
+    assert same['kept'] == out['learned-pe']['scaled 2x']['kept']
+    assert out['same']['1x']['kept_ci'] == pytest.approx([100, 100])
+    lo, hi = same['kept_ci']
+    assert lo < same['kept'] < hi
+    w = out['worse']['scaled 2x']
+    assert w['diff_ci'][1] < 0 and w['diff_ci'][0] < w['diff'] < -30
+    # the same draw for every model: a fixed seed gives the same interval
+    again = dc.bootstrap({'learned-pe': base, 'worse': worse},
+                         'learned-pe', 500, 0)
+    assert again['worse'] == out['worse']
 
 
 def test_quick_run_end_to_end(tmp_path):
-    """--quick as a user runs it, two models at once; its PEG model beats
-    chance, loads back from its config and checkpoint with the same
-    accuracy, and trains to the same figures in this process."""
+    """--quick as a user runs it, two models at once, with --instruments:
+    early stopping is recorded, the per-image correctness adds up to the
+    accuracies, the PEG model beats chance and loads back from its config
+    and checkpoint, and trains to the same figures in this process."""
     out = tmp_path / 'out'
-    proc = run_tool(SCRIPT, '--quick', '--variants', 'no-pe', 'peg0',
+    proc = run_tool(SCRIPT, '--quick', '--variants', 'learned-pe', 'peg0',
                     '--seeds', '0', '--out-dir', str(out), '--jobs', '2',
-                    timeout=240)
+                    '--instruments', timeout=240)
     assert proc.returncode == 0, explain(proc)
     assert 'ETA' in proc.stdout and '2 at a time' in proc.stdout
     results = json.loads((out / 'results.json').read_text())
     assert [(r['variant'], r['seed']) for r in results['runs']] == [
-        ('no-pe', 0), ('peg0', 0)]
+        ('learned-pe', 0), ('peg0', 0)]
+    correct = np.load(out / 'correct.npz')
+    settings = dc.quick_settings()
     for run in results['runs']:
-        assert set(run['accuracy']) == set(dc.TEST_SETS)
-        assert all(0 <= a <= 100 and math.isfinite(a)
-                   for a in run['accuracy'].values())
-    assert set(results['summary']) == {'no-pe', 'peg0'}
+        assert 1 <= run['best_epoch'] <= run['epochs'] <= settings.max_epochs
+        val = run['val_accuracy']
+        assert len(val) == run['epochs']
+        assert run['best_epoch'] == 1 + int(np.argmax(val))
+        assert (run['epochs'] == settings.max_epochs
+                or run['epochs'] - run['best_epoch'] == settings.patience)
+        for t, acc in run['accuracy'].items():
+            c = correct[f'{run["variant"]}/seed0/{t}']
+            assert c.shape == (540, ) and math.isclose(100 * c.mean(), acc)
+    summary = results['summary']
+    assert set(summary) == {'learned-pe', 'peg0'}
+    assert summary['learned-pe']['kept']['scaled 2x']['diff_ci'] == [0, 0]
+    assert summary['peg0']['kept']['1x']['kept'] == 100
     table = (out / 'results.md').read_text()
-    assert '| PEG at 0 |' in table and '| no PE |' in table
-    assert (out / 'accuracy.png').stat().st_size > 0
-    svg = (out / 'accuracy.svg').read_text()
-    assert '<svg' in svg and 'PEG at 0' in svg  # text kept as text
+    assert '| PEG at 0 |' in table and 'Kept minus learned PE' in table
+    assert '<svg' in (out / 'accuracy.svg').read_text()
+    attention = results['instruments']['peg0']['attention']
+    assert osp.getsize(attention['matrix_png']) > 0
+    assert osp.getsize(attention['queries_png']) > 0
 
     peg = results['runs'][1]
     acc = peg['accuracy']['1x']
@@ -141,10 +231,9 @@ def test_quick_run_end_to_end(tmp_path):
     model, _, report = build_model(str(work_dir / 'config.py'),
                                    str(work_dir / 'checkpoint.pth'))
     assert report['loaded'] == report['total']
-    settings = dc.quick_settings()
-    _, _, x_test, y_test = dc.load_split(settings)
+    x_test, y_test = dc.load_split(settings)['test']
     images, labels = dc.make_test_sets(x_test, y_test, settings)['1x']
-    assert math.isclose(dc.accuracy(model, images, labels), acc)
+    assert math.isclose(100 * dc.correct(model, images, labels).mean(), acc)
 
     # an image file through the saved config's test pipeline and the
     # model's preprocessor gives the model the canvas the tool tests on
@@ -171,7 +260,7 @@ def test_quick_run_end_to_end(tmp_path):
     finally:
         torch.set_num_threads(threads)
     assert again['accuracy'] == peg['accuracy']
-    assert again['final_loss'] == peg['final_loss']
+    assert again['val_accuracy'] == peg['val_accuracy']
 
 
 def test_jobs_below_one_is_refused():

@@ -1,39 +1,25 @@
-"""A small reproduction of CPVT's resolution claim on real digits.
+"""A small-scale analogue of CPVT's Table 2 on real digits.
 
 Conditional Positional Encodings for Vision Transformers, Chu et al.,
-ICLR 2023 (https://arxiv.org/abs/2102.10882), Table 2 and the table of
-LE + RPE vs PEG: models trained at one input size and tested at larger ones
-without fine-tuning keep (PEG) or lose (learned table, sin-cos) accuracy.
+ICLR 2023 (https://arxiv.org/abs/2102.10882), Table 2 "Generalization to
+Higher Resolutions" (Sec. 4.2) and Table 8 (LE + RPE, Sec. 5.3): models
+trained at one input size are tested at larger ones without fine-tuning.
 
-The data needs no download: scikit-learn's 1797 handwritten digits (8 x 8,
-10 classes) are upscaled to 16 px and pasted at a random place on a black
-32 x 32 canvas (:class:`Settings`). Tiny CPVT classifiers that differ only
-in their position encoding (:data:`VARIANTS`) are trained on the canvas with
-a RandomResizedCrop-like zoom, then tested, unchanged, on
+scikit-learn's 1797 handwritten digits (8 x 8, no download) are upscaled to
+24 px and pasted at a random place on a black 32 x 32 canvas. Tiny CPVT
+classifiers that differ only in their position encoding (:data:`VARIANTS`)
+train with a RandomResizedCrop-like zoom of 1-3x until their accuracy on a
+validation split stops improving, and are tested, unchanged, on the test
+sets of :data:`TEST_SETS`. The headline is the accuracy each model *keeps*
+at a test size relative to its own 1x, with paired bootstrap intervals of
+the difference to the learned table.
 
-* ``1x``: held-out digits on the training canvas;
-* ``canvas 1.5x`` / ``canvas 2x``: a larger canvas, the digit at the
-  training scale (more background, new positions);
-* ``scaled 1.5x`` / ``scaled 2x``: the ``1x`` scenes resized bilinearly, so
-  the digit grows with the image (the paper's protocol: the same image at a
-  higher resolution).
-
-Each model is saved as an OpenMMLab config + checkpoint under
-``<out-dir>/<variant>/seed<k>/``; ``<out-dir>`` gets ``results.json`` (every
-run), ``results.md`` (mean +- sd over seeds) and ``accuracy.png`` /
-``accuracy.svg``. ``--instruments`` adds the position probe, translation
-equivariance and attention maps of :mod:`mmcpvt.analysis` on the seed-0
-models.
-
-Results and timings: docs/reproduction.md. Example::
-
-    python tools/reproduction/digits_canvas.py    # all variants, seeds 0-2
-    python tools/reproduction/digits_canvas.py --variants peg0 learned-pe \\
-        --seeds 0 --epochs 10 --out-dir work_dirs/reproduction_try
+Outputs (``--out-dir``): results.json, correct.npz (per-image correctness,
+to recompute the bootstrap), results.md, accuracy.png / .svg, and every
+model as an OpenMMLab config + checkpoint. Results: docs/reproduction.md.
 """
 import argparse
 import copy
-import inspect
 import json
 import math
 import multiprocessing
@@ -43,7 +29,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence
 
 import numpy as np
 import torch
@@ -61,32 +47,31 @@ from mmengine.config import Config  # noqa: E402
 from mmengine.logging import MMLogger  # noqa: E402
 from mmengine.registry import DefaultScope  # noqa: E402
 
-from mmcpvt.models.backbones.cpvt import CPVT  # noqa: E402
 from mmcpvt.registry import MODELS  # noqa: E402
 
 NUM_CLASSES = 10
-# Model inputs are (canvas - 0.5) / 0.5. With the raw [0, 1] canvas the
-# black background embeds to exact-zero tokens at initialisation, where
-# LayerNorm's gradient is 1/sqrt(eps) = 1000 times larger (eps=1e-6): in
-# trials on these canvases, no PE and PEG at 0 then sat at chance for 10-30
-# epochs; normalised, PEG at 0 passed 80 % within 10.
+# Inputs are (canvas - 0.5) / 0.5: on the raw [0, 1] canvas the black
+# background embeds to exact-zero tokens at initialisation, where
+# LayerNorm's gradient is 1/sqrt(eps) = 1000 times larger.
 PIXEL_MEAN, PIXEL_STD = 0.5, 0.5
 INSTRUMENT_IMAGES = 128  # held-out canvases for --instruments
-FACTORS = (1, 1.5, 2)
-# test-set name -> (protocol, size factor); '1x' belongs to both protocols
+# test set -> (kind, factor): 'canvas' a larger canvas, the digit at the
+# training scale; 'scaled' the 1x scene resized (the paper's protocol);
+# 'zoom' the scaled scene cropped back to the 1x canvas around the digit
+# (scale without more tokens)
 TEST_SETS = {
-    '1x': ('both', 1),
+    '1x': ('canvas', 1),
     'canvas 1.5x': ('canvas', 1.5),
     'canvas 2x': ('canvas', 2),
     'scaled 1.5x': ('scaled', 1.5),
     'scaled 2x': ('scaled', 2),
+    'zoom 2x': ('zoom', 2),
 }
+REFERENCE = 'learned-pe'  # the bootstrap's differences are to this model
 
-# One entry per model of the comparison: the CPVT arguments that differ from
-# ``Settings.backbone`` (no position encoding of any kind); ``paper`` names
-# the model of the paper it stands for. With 4 encoders, "PEG at 0-2" puts
-# a PEG after every encoder but the last: the paper's 0-4 (the first five
-# of DeiT-Ti's 11 positions) at our depth.
+# The CPVT arguments that differ from ``Settings.backbone`` (no position
+# encoding); ``paper`` names the model of the paper it stands for. With 4
+# encoders, "PEG at 0-2" is a PEG after every encoder but the last.
 VARIANTS = [
     dict(name='no-pe', label='no PE', paper='DeiT-tiny (no pos)',
          backbone=dict(pos_embed='none', peg_positions=())),
@@ -96,64 +81,74 @@ VARIANTS = [
          backbone=dict(pos_embed='sincos2d', peg_positions=())),
     dict(name='peg0', label='PEG at 0', paper='CPVT-Ti',
          backbone=dict(peg_positions=(0, ))),
+    # control: the same convolution without the zero-padding position cue
+    dict(name='peg0-circular', label='PEG at 0, circular padding',
+         paper='(control, ours)',
+         backbone=dict(peg_positions=(0, ),
+                       peg_cfg=dict(padding_mode='circular'))),
     dict(name='peg0-2', label='PEG at 0-2', paper='CPVT-Ti (PEG at 0-4)',
          backbone=dict(peg_positions=(0, 1, 2))),
     dict(name='peg0-2-gap', label='PEG at 0-2 + GAP',
          paper='CPVT-Ti-GAP (PEG at 0-4)',
          backbone=dict(peg_positions=(0, 1, 2), out_type='avg_featmap')),
-    # Shaw et al.'s clipping distance K, in tokens: the paper uses K=8 on a
-    # 14 x 14 map; K=4 on our 8 x 8 training map clips at about the same
-    # fraction (0.6) of the largest offset.
+    # Shaw et al.'s clipping distance K = 8 on the paper's 14 x 14 map is
+    # about 0.6 of the largest offset; K = 4 on our 8 x 8 map is the same.
     dict(name='le-rpe', label='LE + RPE', paper='DeiT-tiny (LE+RPE)',
          backbone=dict(pos_embed='learned', peg_positions=(),
                        rpe_cfg=dict(clip_distance=4))),
 ]
 VARIANT_NAMES = [v['name'] for v in VARIANTS]
+LABELS = {v['name']: v['label'] for v in VARIANTS}
+DEFAULT_VARIANTS = ['no-pe', 'learned-pe', 'peg0', 'peg0-circular']
 
 
 @dataclass
 class Settings:
     """Everything a run depends on (saved in results.json)."""
     canvas: int = 32  # training canvas side, px
-    digit: int = 16  # digit side, px (the 8 x 8 digits upscaled 2x)
-    max_zoom: float = 2.  # training zoom 1..max_zoom, see random_zoom
+    digit: int = 24  # digit side, px (the 8 x 8 digits upscaled 3x)
+    max_zoom: float = 3.  # training zoom 1..max_zoom, see random_zoom
     test_fraction: float = 0.3
-    split_seed: int = 0  # the train/test split, the same for every run
-    test_placements: int = 1  # random places per held-out digit and set
-    test_seed: int = 1234  # the places, the same for every run
+    val_fraction: float = 0.15  # of the training digits
+    split_seed: int = 0  # the splits, the same for every run
+    test_seed: int = 1234  # the test and validation places, likewise
     backbone: dict = field(default_factory=lambda: dict(
-        type='CPVT',
-        arch=dict(embed_dims=64, num_layers=4, num_heads=2,
-                  feedforward_channels=128),
-        patch_size=4,
-        in_channels=1,
-        pos_embed='none',
-        peg_positions=(),
+        type='CPVT', arch=dict(embed_dims=64, num_layers=4, num_heads=2,
+                               feedforward_channels=128),
+        patch_size=4, in_channels=1, pos_embed='none', peg_positions=(),
         out_type='cls_token'))
-    epochs: int = 16
+    max_epochs: int = 40
+    patience: int = 8  # epochs without a better validation accuracy
+    min_epochs: int = 15  # before early stopping (past slow starts)
     batch_size: int = 32
-    lr: float = 1.5e-3
+    lr: float = 7.5e-4
     weight_decay: float = 0.05
     warmup_epochs: int = 2
     label_smooth: float = 0.1
+    resamples: int = 2000  # bootstrap
+    bootstrap_seed: int = 0
 
 
 # -- data ----------------------------------------------------------------
 
 
 def load_split(settings: Settings):
-    """The scikit-learn digits in [0, 1], split train/test (stratified) by
-    ``settings.split_seed``: (x_train, y_train, x_test, y_test), x as
-    (N, 1, 8, 8) float tensors."""
+    """The digits in [0, 1] as (N, 1, 8, 8) tensors, split (stratified,
+    ``split_seed``): dict of 'train', 'val', 'test' -> (x, y)."""
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
     digits = load_digits()
     x = torch.tensor(digits.images / 16., dtype=torch.float32)[:, None]
     y = torch.tensor(digits.target, dtype=torch.long)
-    idx_train, idx_test = train_test_split(
-        np.arange(len(y)), test_size=settings.test_fraction,
-        random_state=settings.split_seed, stratify=digits.target)
-    return x[idx_train], y[idx_train], x[idx_test], y[idx_test]
+    idx = np.arange(len(y))
+    rest, test = train_test_split(idx, test_size=settings.test_fraction,
+                                  random_state=settings.split_seed,
+                                  stratify=digits.target)
+    train, val = train_test_split(rest, test_size=settings.val_fraction,
+                                  random_state=settings.split_seed,
+                                  stratify=digits.target[rest])
+    return {k: (x[i], y[i]) for k, i in
+            (('train', train), ('val', val), ('test', test))}
 
 
 def upscale(digits: torch.Tensor, size: int) -> torch.Tensor:
@@ -162,8 +157,7 @@ def upscale(digits: torch.Tensor, size: int) -> torch.Tensor:
                          align_corners=False).clamp_(0, 1)
 
 
-def place(digits: torch.Tensor, canvas: int,
-          generator: torch.Generator) -> Tuple[torch.Tensor, torch.Tensor]:
+def place(digits: torch.Tensor, canvas: int, generator: torch.Generator):
     """Paste each (d x d) digit at a uniformly random place on a black
     canvas: (N, 1, canvas, canvas) images and (N, 2) top-left (y, x)."""
     n, _, d, _ = digits.shape
@@ -211,54 +205,44 @@ def random_zoom(images: torch.Tensor, corners: torch.Tensor, digit: int,
                          align_corners=False)
 
 
-def test_size(canvas: int, factor: float) -> int:
-    return int(round(canvas * factor))
-
-
-def make_test_sets(x_test: torch.Tensor, y_test: torch.Tensor,
+def make_test_sets(x: torch.Tensor, y: torch.Tensor,
                    settings: Settings) -> Dict[str, tuple]:
-    """The test sets of :data:`TEST_SETS`: name -> (images, labels).
-
-    Every held-out digit appears ``test_placements`` times per set, at
-    places drawn with ``test_seed`` (the same for every model).
-    """
+    """The test sets of :data:`TEST_SETS`: name -> (images, labels); every
+    digit once, at a place drawn with ``test_seed`` (the same for every
+    model)."""
     g = torch.Generator().manual_seed(settings.test_seed)
-    digits = upscale(x_test, settings.digit).repeat(
-        settings.test_placements, 1, 1, 1)
-    labels = y_test.repeat(settings.test_placements)
-    base, _ = place(digits, settings.canvas, g)
+    digits = upscale(x, settings.digit)
+    base, corners = place(digits, settings.canvas, g)
     sets = {}
-    for name, (protocol, factor) in TEST_SETS.items():
-        size = test_size(settings.canvas, factor)
-        if name == '1x':
+    for name, (kind, factor) in TEST_SETS.items():
+        size = int(round(settings.canvas * factor))
+        if factor == 1:
             images = base
-        elif protocol == 'canvas':
+        elif kind == 'canvas':
             images, _ = place(digits, size, g)
         else:
             images = F.interpolate(base, size=(size, size), mode='bilinear',
                                    align_corners=False)
-        sets[name] = (images, labels)
+        if kind == 'zoom':  # a canvas-sized window centred on the digit
+            c = settings.canvas
+            centre = (corners.float() + settings.digit / 2) * size / c
+            origin = (centre - c / 2).round().long().clamp(0, size - c)
+            images = torch.stack([
+                im[:, y0:y0 + c, x0:x0 + c]
+                for im, (y0, x0) in zip(images, origin.tolist())])
+        sets[name] = (images, y)
     return sets
 
 
 # -- model ---------------------------------------------------------------
 
 
-def rpe_supported() -> bool:
-    """Whether this CPVT takes ``rpe_cfg`` (the LE + RPE variant)."""
-    return 'rpe_cfg' in inspect.signature(CPVT.__init__).parameters
-
-
 def model_config(variant: dict, settings: Settings) -> Config:
-    """The OpenMMLab config of a variant: an mmpretrain ImageClassifier with
-    the CPVT backbone and a linear head.
-
-    The data preprocessor maps 0..255 images (as OpenMMLab's loaders give
-    them) to [-1, 1], as :func:`logits` does with the [0, 1] canvases here;
-    ``test_pipeline`` reads a grey-level image file as it is (no resizing:
-    the model takes any multiple of the patch size), for the inferencer and
-    tools/visualization/vis_attention.py.
-    """
+    """An mmpretrain ImageClassifier with the CPVT backbone and a linear
+    head. The data preprocessor maps 0..255 images to [-1, 1] as
+    :func:`logits` does with the [0, 1] canvases; ``test_pipeline`` reads a
+    grey-level image file unresized (for the inferencers and
+    tools/visualization/vis_attention.py)."""
     backbone = copy.deepcopy(settings.backbone)
     backbone.update(copy.deepcopy(variant['backbone']))
     backbone['img_size'] = settings.canvas
@@ -296,9 +280,6 @@ def build_model(cfg: Config) -> torch.nn.Module:
     return model
 
 
-# -- training and evaluation ---------------------------------------------
-
-
 def logits(model: torch.nn.Module, images: torch.Tensor) -> torch.Tensor:
     """Class scores of [0, 1] canvases (normalised as the config's data
     preprocessor does)."""
@@ -306,41 +287,62 @@ def logits(model: torch.nn.Module, images: torch.Tensor) -> torch.Tensor:
 
 
 def param_groups(model: torch.nn.Module, weight_decay: float) -> list:
-    """No weight decay on biases, norms, tables and the class token."""
+    """No weight decay on biases, norms, position tables, the class token
+    and the PEGs."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
-        skip = p.ndim <= 1 or 'pos_embed' in name or 'cls_token' in name \
-            or 'rpe' in name
+        # '.pegs.': as Twins gvt.py, where no_weight_decay() lists pos_block.*
+        skip = p.ndim <= 1 or '.pegs.' in f'.{name}' or any(
+            k in name for k in ('pos_embed', 'cls_token', 'rpe'))
         (no_decay if skip else decay).append(p)
     return [dict(params=decay, weight_decay=weight_decay),
             dict(params=no_decay, weight_decay=0.)]
 
 
-def train(model: torch.nn.Module, x_train: torch.Tensor,
-          y_train: torch.Tensor, settings: Settings, seed: int,
-          epochs: Optional[int] = None,
-          epoch_end: Optional[Callable[[int, float], None]] = None) -> dict:
-    """Train in place; returns the last epoch's mean loss and the time.
+# -- training and evaluation ---------------------------------------------
 
-    A plain loop calling the model in 'tensor' mode rather than an mmengine
-    Runner: a run lasts about a minute on a CPU, the data is a tensor
-    regenerated every epoch (new places and zooms), and a Runner's hooks,
-    loaders and logging would cost more than the training. The result is
-    saved in the Runner's checkpoint format (:func:`save`).
+
+class EarlyStopping:
+    """Keeps the state of the best-scoring epoch; :meth:`step` says stop
+    once ``patience`` epochs have passed without a higher score (and
+    ``min_epochs`` are done)."""
+
+    def __init__(self, patience: int, min_epochs: int = 0):
+        self.patience, self.min_epochs = patience, min_epochs
+        self.best, self.best_epoch, self.state = -math.inf, -1, None
+
+    def step(self, epoch: int, score: float, model: torch.nn.Module) -> bool:
+        if score > self.best:
+            self.best, self.best_epoch = score, epoch
+            self.state = copy.deepcopy(model.state_dict())
+        return (epoch - self.best_epoch >= self.patience
+                and epoch + 1 >= self.min_epochs)
+
+
+def train(model: torch.nn.Module, data: dict, settings: Settings,
+          seed: int, val: tuple) -> dict:
+    """Train in place until the validation accuracy has not improved for
+    ``patience`` epochs or ``max_epochs`` are done (``val``: 1x canvases
+    and labels, scored every epoch); the model ends with
+    the best epoch's weights. Returns epochs, best epoch, validation
+    accuracies, last loss and the time.
+
+    A plain loop, not an mmengine Runner: a run is a few minutes on a CPU
+    and the data is a tensor regenerated every epoch (new places and
+    zooms). The result is saved in the Runner's checkpoint format.
     """
-    epochs = settings.epochs if epochs is None else epochs
     g = torch.Generator().manual_seed(seed)
-    digits = upscale(x_train, settings.digit)
-    n = len(y_train)
+    x, y = data['train']
+    digits, n = upscale(x, settings.digit), len(y)
     steps_per_epoch = math.ceil(n / settings.batch_size)
-    total = epochs * steps_per_epoch
+    total = settings.max_epochs * steps_per_epoch
     warmup = min(settings.warmup_epochs * steps_per_epoch, total // 2)
     optimizer = torch.optim.AdamW(
         param_groups(model, settings.weight_decay), lr=settings.lr)
 
-    def lr_at(step):  # linear warm-up, then cosine to zero
+    def lr_at(step):  # linear warm-up, then cosine to zero at max_epochs
         if step < warmup:
             return (step + 1) / warmup
         return 0.5 * (1 + math.cos(math.pi * (step - warmup) /
@@ -348,9 +350,10 @@ def train(model: torch.nn.Module, x_train: torch.Tensor,
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)
     loss_fn = model.head.loss_module
-    model.train()
-    start, loss_sum = time.perf_counter(), 0.
-    for epoch in range(epochs):
+    stopper = EarlyStopping(settings.patience, settings.min_epochs)
+    start, val_acc = time.perf_counter(), []
+    for epoch in range(settings.max_epochs):
+        model.train()
         canvases, corners = place(digits, settings.canvas, g)
         images = random_zoom(canvases, corners, settings.digit,
                              settings.max_zoom, g)
@@ -358,33 +361,30 @@ def train(model: torch.nn.Module, x_train: torch.Tensor,
         loss_sum = 0.
         for i in range(0, n, settings.batch_size):
             idx = order[i:i + settings.batch_size]
-            loss = loss_fn(logits(model, images[idx]), y_train[idx])
+            loss = loss_fn(logits(model, images[idx]), y[idx])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
             scheduler.step()
             loss_sum += loss.item() * len(idx)
-        if epoch_end is not None:
-            epoch_end(epoch, loss_sum / n)
+        val_acc.append(100 * float(correct(model, *val).mean()))
+        if stopper.step(epoch, val_acc[-1], model):
+            break
+    model.load_state_dict(stopper.state)
     model.eval()
-    return dict(final_loss=loss_sum / n,
+    return dict(epochs=epoch + 1, best_epoch=stopper.best_epoch + 1,
+                val_accuracy=val_acc, final_loss=loss_sum / n,
                 train_time_s=time.perf_counter() - start)
 
 
 @torch.no_grad()
-def accuracy(model: torch.nn.Module, images: torch.Tensor,
-             labels: torch.Tensor, batch_size: int = 256) -> float:
-    """Top-1 accuracy in %."""
+def correct(model: torch.nn.Module, images: torch.Tensor,
+            labels: torch.Tensor, batch_size: int = 256) -> np.ndarray:
+    """Whether each image is classified right: (N,) bool."""
     model.eval()
-    correct = 0
-    for i in range(0, len(labels), batch_size):
-        scores = logits(model, images[i:i + batch_size])
-        correct += (scores.argmax(1) == labels[i:i + batch_size]).sum()
-    return 100. * float(correct) / len(labels)
-
-
-def evaluate(model: torch.nn.Module, test_sets: Dict[str, tuple]) -> dict:
-    return {name: accuracy(model, *data) for name, data in test_sets.items()}
+    preds = [logits(model, images[i:i + batch_size]).argmax(1)
+             for i in range(0, len(labels), batch_size)]
+    return (torch.cat(preds) == labels).numpy()
 
 
 def save(model: torch.nn.Module, cfg: Config, work_dir: str, meta: dict):
@@ -399,73 +399,125 @@ def save(model: torch.nn.Module, cfg: Config, work_dir: str, meta: dict):
                osp.join(work_dir, 'checkpoint.pth'))
 
 
-# -- summary, table and plot --------------------------------------------
+# -- bootstrap, summary, table and plot ----------------------------------
 
 
-def summarise(runs: List[dict]) -> Dict[str, Dict[str, List[float]]]:
-    """variant -> test set -> [mean, sd (n-1; 0 for one seed), n]."""
+def bootstrap(per_image: Dict[str, Dict[str, np.ndarray]], reference: str,
+              resamples: int, seed: int) -> dict:
+    """Paired bootstrap over the test images.
+
+    ``per_image``: variant -> test set -> (seeds, N) correctness. Each
+    resample draws N images with replacement (the same draw for every
+    model and test set) and averages over seeds; a variant's *kept* is its
+    accuracy on a test set over its accuracy at 1x. Returns variant ->
+    test set -> dict(kept, kept_ci, diff, diff_ci): percentages, ``diff``
+    the kept minus the reference's kept (95 % percentile intervals).
+    """
+    n = next(iter(next(iter(per_image.values())).values())).shape[1]
+    rng = np.random.default_rng(seed)
+    counts = rng.multinomial(n, np.full(n, 1 / n), size=resamples) / n
+    kept = {}
+    for v, tests in per_image.items():
+        mean = {t: c.mean(0) for t, c in tests.items()}  # (N,) over seeds
+        boot = {t: counts @ m for t, m in mean.items()}  # (B,)
+        kept[v] = {t: (100 * m.mean() / mean['1x'].mean(),
+                       100 * boot[t] / boot['1x']) for t, m in mean.items()}
+
+    def ci(samples):
+        return [float(q) for q in np.percentile(samples, [2.5, 97.5])]
+
     out = {}
-    for name in dict.fromkeys(r['variant'] for r in runs):
-        accs = [r['accuracy'] for r in runs if r['variant'] == name]
-        out[name] = {}
-        for test in TEST_SETS:
-            v = np.array([a[test] for a in accs])
-            sd = float(v.std(ddof=1)) if len(v) > 1 else 0.
-            out[name][test] = [float(v.mean()), sd, len(v)]
+    for v in kept:
+        out[v] = {}
+        for t, (point, boot) in kept[v].items():
+            out[v][t] = dict(kept=float(point), kept_ci=ci(boot))
+            if reference in kept:
+                ref_point, ref_boot = kept[reference][t]
+                out[v][t].update(diff=float(point - ref_point),
+                                 diff_ci=ci(boot - ref_boot))
     return out
 
 
-def markdown_table(summary: dict, missing: Sequence[str] = ()) -> str:
-    labels = {v['name']: v['label'] for v in VARIANTS}
-    head = ['variant', *TEST_SETS]
-    lines = ['| ' + ' | '.join(head) + ' |',
-             '|' + '|'.join(['---'] + ['---:'] * len(TEST_SETS)) + '|']
-    for name in VARIANT_NAMES:
-        if name in summary:
-            cells = [f'{m:.1f} ± {s:.1f}'
-                     for m, s, _ in summary[name].values()]
-        elif name in missing:
-            cells = ['not run'] * len(TEST_SETS)
-        else:
-            continue
-        lines.append(f'| {labels[name]} | ' + ' | '.join(cells) + ' |')
-    return '\n'.join(lines) + '\n'
+def summarise(runs: List[dict], per_image: dict,
+              settings: Settings) -> dict:
+    """variant -> accuracy (test -> [mean, sd over seeds]), epochs
+    ([mean, min, max]) and the bootstrap's kept figures."""
+    boot = bootstrap(per_image, REFERENCE, settings.resamples,
+                     settings.bootstrap_seed)
+    out = {}
+    for v in per_image:
+        mine = [r for r in runs if r['variant'] == v]
+        epochs = [r['epochs'] for r in mine]
+        out[v] = dict(
+            accuracy={t: [float(100 * c.mean(1).mean()),
+                          float(100 * c.mean(1).std(ddof=1))
+                          if len(c) > 1 else 0.]
+                      for t, c in per_image[v].items()},
+            epochs=[float(np.mean(epochs)), min(epochs), max(epochs)],
+            best_epoch=[r['best_epoch'] for r in mine],
+            kept=boot[v], seeds=len(mine))
+    return out
 
 
-def plot(summary: dict, settings: Settings, paths: Sequence[str]):
-    """Accuracy against test size: one panel per protocol, one line per
-    variant (PEG variants solid), error bars = sd over seeds."""
+def markdown_tables(summary: dict) -> str:
+    tests = list(TEST_SETS)[1:]
+    head = '| variant | ' + ' | '.join(tests) + ' |\n|---|' + \
+        '---:|' * len(tests) + '\n'
+    kept = 'Accuracy kept, % of the model\'s own 1x accuracy [paired ' \
+        'bootstrap 95 % interval]:\n\n' + head
+    diff = f'Kept minus {LABELS[REFERENCE]}\'s kept, points [95 %]:\n\n' + head
+    acc = ('Top-1 accuracy, % (mean ± sd over seeds), and epochs trained '
+           '(mean, min-max; patience on the validation split):\n\n'
+           '| variant | ' + ' | '.join(TEST_SETS) + ' | epochs |\n|---|' +
+           '---:|' * (len(TEST_SETS) + 1) + '\n')
+    for v, s in summary.items():
+        k = s['kept']
+        kept += f'| {LABELS[v]} | ' + ' | '.join(
+            f'{k[t]["kept"]:.1f} [{k[t]["kept_ci"][0]:.1f}, '
+            f'{k[t]["kept_ci"][1]:.1f}]' for t in tests) + ' |\n'
+        if 'diff' in k['1x'] and v != REFERENCE:
+            diff += f'| {LABELS[v]} | ' + ' | '.join(
+                f'{k[t]["diff"]:+.1f} [{k[t]["diff_ci"][0]:+.1f}, '
+                f'{k[t]["diff_ci"][1]:+.1f}]' for t in tests) + ' |\n'
+        e = s['epochs']
+        acc += f'| {LABELS[v]} | ' + ' | '.join(
+            f'{m:.1f} ± {sd:.1f}' for m, sd in s['accuracy'].values()) + \
+            f' | {e[0]:.0f} ({e[1]}-{e[2]}) |\n'
+    parts = [kept] + ([diff] if REFERENCE in summary else []) + [acc]
+    return '\n'.join(parts)
+
+
+def plot(summary: dict, paths: Sequence[str]):
+    """Two panels over the test sets: accuracy (mean ± sd over seeds) and
+    accuracy kept relative to 1x (bootstrap 95 % intervals)."""
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     plt.rcParams['svg.fonttype'] = 'none'  # text stays text: a small SVG
     plt.rcParams['svg.hashsalt'] = 'digits-canvas'  # same run, same file
-    labels = {v['name']: v['label'] for v in VARIANTS}
-    colours = plt.get_cmap('tab10').colors
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
-    titles = dict(canvas='larger canvas (digit at training scale)',
-                  scaled='scaled up (same scene, bilinear)')
-    sizes = [test_size(settings.canvas, f) for f in FACTORS]
-    for ax, protocol in zip(axes, ('canvas', 'scaled')):
-        names = ['1x'] + [f'{protocol} {f}x' for f in FACTORS[1:]]
-        for variant, accs in summary.items():
-            ax.errorbar(
-                sizes, [accs[n][0] for n in names],
-                yerr=[accs[n][1] for n in names], marker='o', ms=3,
-                capsize=2, lw=1.2, label=labels[variant],
-                color=colours[VARIANT_NAMES.index(variant)],
-                linestyle='-' if 'peg' in variant else '--')
-        ax.axhline(100 / NUM_CLASSES, color='grey', lw=0.8, ls=':')
-        ax.set_title(titles[protocol], fontsize=9)
-        ax.set_xticks(sizes, [f'{s}\n({f}x)' for s, f in zip(sizes, FACTORS)])
-        ax.set_xlabel(f'test input side, px (trained at {settings.canvas})',
-                      fontsize=8)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    tests = list(TEST_SETS)
+    for i, (v, s) in enumerate(summary.items()):
+        style = dict(marker='o', ms=3, capsize=2, lw=0, elinewidth=1.2,
+                     label=LABELS[v],
+                     color=plt.get_cmap('tab10')(VARIANT_NAMES.index(v)))
+        x = np.arange(len(tests)) + (i - (len(summary) - 1) / 2) * 0.1
+        acc = np.array([s['accuracy'][t] for t in tests])  # (T, 2)
+        axes[0].errorbar(x, acc[:, 0], yerr=acc[:, 1], **style)
+        kept = np.array([[s['kept'][t]['kept'], *s['kept'][t]['kept_ci']]
+                         for t in tests[1:]])  # (T - 1, 3)
+        axes[1].errorbar(x[1:] - 1, kept[:, 0], yerr=np.abs(
+            kept[:, 1:] - kept[:, :1]).T, **style)
+    for ax, names, y, label in (
+            (axes[0], tests, 100 / NUM_CLASSES, 'top-1 accuracy, % '
+             '(mean ± sd over seeds)'),
+            (axes[1], tests[1:], 100, 'kept, % of own 1x (bootstrap 95 %)')):
+        ax.axhline(y, color='grey', lw=0.8, ls=':')
+        ax.set_ylabel(label, fontsize=8)
+        ax.set_xticks(range(len(names)), [n.replace(' ', '\n')
+                                          for n in names])
         ax.tick_params(labelsize=8)
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel('top-1 accuracy, % (mean ± sd over seeds)',
-                       fontsize=8)
-    axes[0].text(sizes[0], 100 / NUM_CLASSES + 1, 'chance', fontsize=7,
-                 color='grey')
+        ax.grid(alpha=0.3, axis='y')
     handles, names = axes[0].get_legend_handles_labels()
     fig.legend(handles, names, fontsize=7, loc='center left',
                bbox_to_anchor=(1, 0.5), frameon=False)
@@ -487,38 +539,38 @@ def fmt_time(seconds: float) -> str:
 
 def train_and_test(name: str, seed: int, settings: Settings,
                    out_dir: str) -> dict:
-    """One model of the comparison: build, train, test and save it; returns
-    its record for results.json. Runs in a worker process with ``--jobs``
-    above 1, so it takes only what pickles and rebuilds its data (a second
-    or so; the same split and test places as every other run)."""
-    x_train, y_train, x_test, y_test = load_split(settings)
-    test_sets = make_test_sets(x_test, y_test, settings)
-    by_name = {v['name']: v for v in VARIANTS}
+    """One model: build, train, test and save it; returns its record (with
+    ``correct``: test set -> (N,) bool). Runs in a worker process with
+    ``--jobs`` above 1, so it rebuilds its data (a second or so)."""
+    data = load_split(settings)
     torch.manual_seed(seed)
-    cfg = model_config(by_name[name], settings)
+    cfg = model_config(VARIANTS[VARIANT_NAMES.index(name)], settings)
     model = build_model(cfg)
     t0 = time.perf_counter()
-    stats = train(model, x_train, y_train, settings, seed)
-    acc = evaluate(model, test_sets)
-    meta = dict(variant=name, seed=seed, accuracy=acc,
-                canvas=settings.canvas, settings=asdict(settings))
+    x_val, y_val = data['val']  # at 1x, other places than the test sets'
+    val = place(upscale(x_val, settings.digit), settings.canvas,
+                torch.Generator().manual_seed(settings.test_seed + 1))[0]
+    stats = train(model, data, settings, seed, (val, y_val))
+    right = {t: correct(model, *d)
+             for t, d in make_test_sets(*data['test'], settings).items()}
+    acc = {t: 100 * float(c.mean()) for t, c in right.items()}
     work_dir = osp.join(out_dir, name, f'seed{seed}')
-    save(model, cfg, work_dir, meta)
-    return dict(variant=name, seed=seed, accuracy=acc,
+    save(model, cfg, work_dir, dict(variant=name, seed=seed, accuracy=acc,
+                                    canvas=settings.canvas,
+                                    settings=asdict(settings)))
+    return dict(variant=name, seed=seed, accuracy=acc, correct=right,
                 params=sum(p.numel() for p in model.parameters()),
                 work_dir=work_dir, run_time_s=time.perf_counter() - t0,
                 **stats)
 
 
 def _one_thread():
-    """Worker start-up: one thread each. With --jobs equal to the cores,
-    more threads would only wait on each other; and one thread gives every
-    run the same result whatever the job count."""
+    """Worker start-up: one thread each (more would wait on each other,
+    and one gives every run the same result whatever the job count)."""
     torch.set_num_threads(1)
 
 
 def default_jobs() -> int:
-    """The cores this process may use."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -535,33 +587,29 @@ def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
         raise ValueError(f'jobs must be 1 or more, got {jobs}')
     start = time.perf_counter()
     os.makedirs(out_dir, exist_ok=True)
-    missing = []
-    if 'le-rpe' in variants and not rpe_supported():
-        log('[reproduce] le-rpe skipped: this CPVT has no rpe_cfg argument')
-        missing.append('le-rpe')
-    todo = [(v, s) for v in VARIANT_NAMES if v in variants
-            and v not in missing for s in seeds]
+    todo = [(v, s) for v in VARIANT_NAMES if v in variants for s in seeds]
     jobs = min(jobs, len(todo))
-    _, y_train, x_test, y_test = load_split(settings)
-    log(f'[reproduce] {len(y_train)} training / {len(y_test)} held-out '
-        f'digits ({len(y_test) * settings.test_placements} test images per '
-        f'set); {len(todo)} models, {settings.epochs} epochs each, ' +
+    data = load_split(settings)
+    log(f'[reproduce] {len(data["train"][1])} training / '
+        f'{len(data["val"][1])} validation / {len(data["test"][1])} test '
+        f'digits; {len(todo)} models, up to {settings.max_epochs} epochs '
+        f'(patience {settings.patience}), ' +
         (f'{jobs} at a time (one process and thread each)' if jobs > 1
          else f'one at a time, {torch.get_num_threads()} thread(s)'))
     done = {}
 
     def report(record):
         done[record['variant'], record['seed']] = record
-        elapsed = time.perf_counter() - start
-        # the mean time of a model so far, for the rest, `jobs` at a time
         per_model = np.mean([r['run_time_s'] for r in done.values()])
         eta = per_model * math.ceil((len(todo) - len(done)) / jobs)
         log(f'[reproduce] {len(done)}/{len(todo)} {record["variant"]} seed '
             f'{record["seed"]}: ' +
             ', '.join(f'{t} {a:.1f}' for t, a in record['accuracy'].items())
-            + f' % | loss {record["final_loss"]:.3f}, '
-            f'{record["run_time_s"]:.0f} s | elapsed '
-            f'{fmt_time(elapsed)}, ETA {fmt_time(eta)}')
+            + f' % | epochs {record["epochs"]} (best {record["best_epoch"]},'
+            f' val {max(record["val_accuracy"]):.1f}), loss '
+            f'{record["final_loss"]:.3f}, {record["run_time_s"]:.0f} s | '
+            f'elapsed {fmt_time(time.perf_counter() - start)}, '
+            f'ETA {fmt_time(eta)}')
 
     if jobs == 1:
         for name, seed in todo:
@@ -580,16 +628,22 @@ def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
                 pool.shutdown(cancel_futures=True)
                 raise
     runs = [done[key] for key in todo]  # in table order
-    summary = summarise(runs)
+    per_image = {v: {t: np.stack([r['correct'][t] for r in runs  # (seeds, N)
+                                  if r['variant'] == v]) for t in TEST_SETS}
+                 for v in dict.fromkeys(r['variant'] for r in runs)}
+    np.savez_compressed(osp.join(out_dir, 'correct.npz'), **{
+        f'{r["variant"]}/seed{r["seed"]}/{t}': c
+        for r in runs for t, c in r.pop('correct').items()})
+    summary = summarise(runs, per_image, settings)
     results = dict(settings=asdict(settings), variants=VARIANTS,
-                   test_sets=TEST_SETS, seeds=list(seeds), missing=missing,
-                   runs=runs, summary=summary)
-    table = markdown_table(summary, missing)
+                   test_sets=TEST_SETS, reference=REFERENCE,
+                   seeds=list(seeds), runs=runs, summary=summary)
+    table = markdown_tables(summary)
     if instruments:
         from instruments import run_instruments  # tools/reproduction/
-        g = torch.Generator().manual_seed(settings.test_seed + 1)
+        g = torch.Generator().manual_seed(settings.test_seed + 2)
         canvases, _ = place(
-            upscale(x_test[:INSTRUMENT_IMAGES], settings.digit),
+            upscale(data['test'][0][:INSTRUMENT_IMAGES], settings.digit),
             settings.canvas, g)
         results['instruments'], text = run_instruments(
             runs, canvases, (canvases - PIXEL_MEAN) / PIXEL_STD, log=log)
@@ -599,19 +653,19 @@ def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
         json.dump(results, f, indent=1)
     with open(osp.join(out_dir, 'results.md'), 'w') as f:
         f.write(table)
-    plot(summary, settings, [osp.join(out_dir, 'accuracy.png'),
-                             osp.join(out_dir, 'accuracy.svg')])
+    plot(summary, [osp.join(out_dir, 'accuracy.png'),
+                   osp.join(out_dir, 'accuracy.svg')])
     log('\n' + table)
-    log(f'[reproduce] wrote {out_dir}/results.json, results.md, '
-        f'accuracy.png, accuracy.svg; wall time '
+    log(f'[reproduce] wrote {out_dir}/results.json, correct.npz, results.md,'
+        f' accuracy.png, accuracy.svg; wall time '
         f'{fmt_time(results["wall_time_s"])}')
     return results
 
 
 def quick_settings() -> Settings:
     """A few seconds of training: for the tests, not for numbers."""
-    s = Settings(canvas=16, digit=12, max_zoom=1.25, epochs=4,
-                 warmup_epochs=1, lr=3e-3)
+    s = Settings(canvas=16, digit=8, max_zoom=2, max_epochs=5, patience=2,
+                 min_epochs=0, warmup_epochs=1, lr=3e-3, resamples=200)
     s.backbone['arch'] = dict(embed_dims=32, num_layers=4, num_heads=2,
                               feedforward_channels=64)
     return s
@@ -621,34 +675,35 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description='Train tiny CPVT variants on digit canvases and test '
         'them at larger sizes without fine-tuning')
-    parser.add_argument('--variants', nargs='+', choices=VARIANT_NAMES,
-                        default=VARIANT_NAMES, help='defaults to all')
-    parser.add_argument('--seeds', nargs='+', type=int, default=[0, 1, 2],
-                        help='defaults to 0 1 2')
-    parser.add_argument('--epochs', type=int,
-                        help=f'defaults to {Settings.epochs}')
-    parser.add_argument('--out-dir', default='work_dirs/reproduction')
-    parser.add_argument('--quick', action='store_true',
-                        help='tiny model, 3 epochs (for tests)')
-    parser.add_argument('--instruments', action='store_true',
-                        help='position probe, translation equivariance and '
-                        'attention maps of the seed-0 models')
-    parser.add_argument('--jobs', type=int, default=default_jobs(),
-                        help='models trained at once, each in its own '
-                        'process with one thread (default: the cores, '
-                        f'{default_jobs()} here); 1 trains in this process '
-                        'with torch\'s threads')
+    add = parser.add_argument
+    add('--variants', nargs='+', choices=VARIANT_NAMES + ['all'],
+        default=DEFAULT_VARIANTS, help=f'default: {DEFAULT_VARIANTS}')
+    add('--seeds', nargs='+', type=int, default=list(range(5)),
+        help='default: 0-4')
+    add('--max-epochs', type=int, help=f'default: {Settings.max_epochs}')
+    add('--patience', type=int, help=f'default: {Settings.patience}')
+    add('--out-dir', default='work_dirs/reproduction')
+    add('--quick', action='store_true', help='tiny model (for tests)')
+    add('--instruments', action='store_true', help='position probe, '
+        'translation equivariance and attention of the seed-0 models')
+    add('--jobs', type=int, default=default_jobs(),
+        help='models trained at once, each in its own process with one '
+        f'thread (default: the cores, {default_jobs()} here); 1 trains in '
+        'this process with torch\'s threads')
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f'--jobs must be 1 or more, got {args.jobs}')
+    if 'all' in args.variants:
+        args.variants = VARIANT_NAMES
     return args
 
 
 def main(argv=None):
     args = parse_args(argv)
     settings = quick_settings() if args.quick else Settings()
-    if args.epochs is not None:
-        settings.epochs = args.epochs
+    for key in ('max_epochs', 'patience'):
+        if getattr(args, key) is not None:
+            setattr(settings, key, getattr(args, key))
     run(args.variants, args.seeds, settings, args.out_dir,
         instruments=args.instruments, jobs=args.jobs)
 

@@ -10,8 +10,9 @@ config and checkpoint, on held-out digit canvases at the training size:
 * translation equivariance (Sec. 3.2 / App. A): relative error of
   ``f(roll(x))`` against ``roll(f(x))`` for circular shifts of 1-3
   patches, interior and border tokens, same blocks;
-* one attention map (App., Fig. 5): the second encoder, head 0, on one
-  canvas (PNG), and its mean attention distance over all images.
+* attention (App. D.3, Figs. 5-6): the second encoder, head 0 -- its
+  patch-token matrix and two query maps on one canvas (PNGs), and its mean
+  attention distance over all images.
 """
 import os.path as osp
 from typing import Callable, List, Tuple
@@ -87,7 +88,8 @@ def run_instruments(runs: List[dict], canvases: torch.Tensor,
             },
             attention=dict(block=ATTENTION_BLOCK, head=0,
                            mean_distance_tokens=distance,
-                           png=png + '_queries.png'))
+                           matrix_png=png + '_matrix.png',
+                           queries_png=png + '_queries.png'))
         log(f'[instruments] {name}: done')
     return results, instruments_markdown(results)
 

@@ -215,7 +215,7 @@ def test_quick_run_end_to_end(tmp_path):
     summary = results['summary']
     assert set(summary) == {'learned-pe', 'peg0'}
     assert summary['learned-pe']['kept']['scaled 2x']['diff_ci'] == [0, 0]
-    assert summary['peg0']['kept']['1x']['kept'] == 100
+    assert summary['peg0']['kept']['1x']['kept'] == pytest.approx(100)
     table = (out / 'results.md').read_text()
     assert '| PEG at 0 |' in table and 'Kept minus learned PE' in table
     assert '<svg' in (out / 'accuracy.svg').read_text()

@@ -664,7 +664,7 @@ def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
 
 def quick_settings() -> Settings:
     """A few seconds of training: for the tests, not for numbers."""
-    s = Settings(canvas=16, digit=8, max_zoom=2, max_epochs=5, patience=2,
+    s = Settings(canvas=16, digit=12, max_zoom=1.5, max_epochs=5, patience=2,
                  min_epochs=0, warmup_epochs=1, lr=3e-3, resamples=200)
     s.backbone['arch'] = dict(embed_dims=32, num_layers=4, num_heads=2,
                               feedforward_channels=64)

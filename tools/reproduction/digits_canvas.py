@@ -59,14 +59,9 @@ INSTRUMENT_IMAGES = 128  # held-out canvases for --instruments
 # training scale; 'scaled' the 1x scene resized (the paper's protocol);
 # 'zoom' the scaled scene cropped back to the 1x canvas around the digit
 # (scale without more tokens)
-TEST_SETS = {
-    '1x': ('canvas', 1),
-    'canvas 1.5x': ('canvas', 1.5),
-    'canvas 2x': ('canvas', 2),
-    'scaled 1.5x': ('scaled', 1.5),
-    'scaled 2x': ('scaled', 2),
-    'zoom 2x': ('zoom', 2),
-}
+TEST_SETS = {'1x': ('canvas', 1), 'canvas 1.5x': ('canvas', 1.5),
+             'canvas 2x': ('canvas', 2), 'scaled 1.5x': ('scaled', 1.5),
+             'scaled 2x': ('scaled', 2), 'zoom 2x': ('zoom', 2)}
 REFERENCE = 'learned-pe'  # the bootstrap's differences are to this model
 
 # The CPVT arguments that differ from ``Settings.backbone`` (no position
@@ -196,10 +191,8 @@ def random_zoom(images: torch.Tensor, corners: torch.Tensor, digit: int,
     scale = crop / canvas
     centre = (origin + crop[:, None] / 2) / (canvas / 2) - 1  # (N, 2) (y, x)
     theta = torch.zeros(n, 2, 3)
-    theta[:, 0, 0] = scale
-    theta[:, 1, 1] = scale
-    theta[:, 0, 2] = centre[:, 1]
-    theta[:, 1, 2] = centre[:, 0]
+    theta[:, 0, 0] = theta[:, 1, 1] = scale
+    theta[:, :, 2] = centre.flip(1)  # (x, y)
     grid = F.affine_grid(theta, list(images.shape), align_corners=False)
     return F.grid_sample(images, grid, mode='bilinear',
                          align_corners=False)
@@ -252,19 +245,15 @@ def model_config(variant: dict, settings: Settings) -> Config:
         test_pipeline=[dict(type='LoadImageFromFile', color_type='grayscale'),
                        dict(type='PackInputs')],
         model=dict(
-            type='ImageClassifier',
+            type='ImageClassifier', backbone=backbone, neck=None,
             data_preprocessor=dict(
                 type='ClsDataPreprocessor', num_classes=NUM_CLASSES,
                 mean=[PIXEL_MEAN * 255], std=[PIXEL_STD * 255]),
-            backbone=backbone,
-            neck=None,
             head=dict(
-                type='LinearClsHead',
-                num_classes=NUM_CLASSES,
+                type='LinearClsHead', num_classes=NUM_CLASSES,
                 in_channels=backbone['arch']['embed_dims'],
-                loss=dict(type='LabelSmoothLoss',
-                          label_smooth_val=settings.label_smooth,
-                          mode='original'),
+                loss=dict(type='LabelSmoothLoss', mode='original',
+                          label_smooth_val=settings.label_smooth),
                 init_cfg=dict(type='TruncNormal', layer='Linear',
                               std=.02)))))
 
@@ -323,16 +312,10 @@ class EarlyStopping:
 
 def train(model: torch.nn.Module, data: dict, settings: Settings,
           seed: int, val: tuple) -> dict:
-    """Train in place until the validation accuracy has not improved for
-    ``patience`` epochs or ``max_epochs`` are done (``val``: 1x canvases
-    and labels, scored every epoch); the model ends with
-    the best epoch's weights. Returns epochs, best epoch, validation
-    accuracies, last loss and the time.
-
-    A plain loop, not an mmengine Runner: a run is a few minutes on a CPU
-    and the data is a tensor regenerated every epoch (new places and
-    zooms). The result is saved in the Runner's checkpoint format.
-    """
+    """Train in place, scoring ``val`` (1x canvases, labels) every epoch,
+    until :class:`EarlyStopping` or ``max_epochs`` ends it; the model ends
+    with the best epoch's weights. A plain loop, not an mmengine Runner:
+    the data is a tensor regenerated every epoch (new places and zooms)."""
     g = torch.Generator().manual_seed(seed)
     x, y = data['train']
     digits, n = upscale(x, settings.digit), len(y)
@@ -426,15 +409,13 @@ def bootstrap(per_image: Dict[str, Dict[str, np.ndarray]], reference: str,
     def ci(samples):
         return [float(q) for q in np.percentile(samples, [2.5, 97.5])]
 
-    out = {}
-    for v in kept:
-        out[v] = {}
-        for t, (point, boot) in kept[v].items():
-            out[v][t] = dict(kept=float(point), kept_ci=ci(boot))
+    out = {v: {t: dict(kept=float(p), kept_ci=ci(b))
+               for t, (p, b) in tests.items()} for v, tests in kept.items()}
+    for v, tests in kept.items():
+        for t, (p, b) in tests.items():
             if reference in kept:
-                ref_point, ref_boot = kept[reference][t]
-                out[v][t].update(diff=float(point - ref_point),
-                                 diff_ci=ci(boot - ref_boot))
+                out[v][t].update(diff=float(p - kept[reference][t][0]),
+                                 diff_ci=ci(b - kept[reference][t][1]))
     return out
 
 
@@ -571,10 +552,8 @@ def _one_thread():
 
 
 def default_jobs() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+    return len(os.sched_getaffinity(0)) if hasattr(
+        os, 'sched_getaffinity') else os.cpu_count() or 1
 
 
 def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,

@@ -5,7 +5,6 @@ bootstrap over the test images, paired between the models. Exit status 1 if
 a step fails or a trained model does not beat its untrained self."""
 import argparse
 import glob
-import io
 import json
 import os
 import os.path as osp
@@ -40,7 +39,7 @@ class CocoScore:
     def __init__(self, ann_file: str, dets_file: str):
         from pycocotools.coco import COCO
         from pycocotools.cocoeval import COCOeval
-        with redirect_stdout(io.StringIO()):
+        with redirect_stdout(open(os.devnull, 'w')):
             gt = COCO(ann_file)
             ev = COCOeval(gt, gt.loadRes(dets_file), 'bbox')
             ev.evaluate()
@@ -261,7 +260,7 @@ def report(task: Task, stats: dict, sizes: dict) -> tuple:
             x[1:], [2.5, 97.5]).tolist() for k, x in f.items()}
             for m, f in v.items()}
         rows.append([label, f'{size} px'] + [cell(
-            fig[m].get(k), task.fmt if k == task.metric else '{:.0f}',
+            fig[m].get(k), task.fmt if k == task.metric else '{:.1f}',
             m == 'difference') for k in (task.metric, 'kept %')
             for m in (a, b, 'difference')])
     return rows, figures
@@ -309,7 +308,8 @@ def run(task_name: str, quick: bool, data_root: Optional[str],
     if glob.glob(osp.join(work_dir, '*.train.log')):
         shutil.rmtree(work_dir)  # an earlier demo's: its results would mix
     os.makedirs(work_dir, exist_ok=True)
-    dirs = {n: osp.join(work_dir, n.replace(' ', '_')) for n, _ in task.models}
+    dirs = {n: osp.join(work_dir, n.replace(' ', '_').lower())
+            for n, _ in task.models}
     threads = max(1, len(os.sched_getaffinity(0)) // 2)
     epochs = cfg.train_cfg.max_epochs
     iters = epochs * -(-infos[1]['num_train'] // cfg.train_dataloader

@@ -156,7 +156,7 @@ TASKS: Dict[str, Task] = {
         make_data=make_imagenet.make_imagenet, read_data=make_imagenet
         .read_info, generator_id=make_imagenet.generator_id,
         data=dict(train_per_class=100, val_per_class=50, seed=0),
-        quick_data=dict(train_per_class=40, val_per_class=10),
+        quick_data=dict(train_per_class=20, val_per_class=6),
         canvas_data=lambda spec, c: dict(spec, train_per_class=0,
                                          canvas_scale=c),
         train_size=lambda cfg: cfg.img_size,

@@ -4,7 +4,7 @@
 For the lowest-seed model of every variant, loaded back from its saved
 config and checkpoint, on held-out digit canvases at the training size:
 
-* position probe (paper, Sec. 5.2 / App. A.3): R^2 of a ridge regression
+* position probe (paper, Sec. 3.2 / App. B.3): R^2 of a ridge regression
   from a token to its (row, column), interior and border tokens, after
   block 0 and after the last block;
 * translation equivariance (Sec. 3.2 / App. A): relative error of

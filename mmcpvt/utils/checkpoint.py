@@ -202,6 +202,28 @@ def safe_load(filename: str, map_location=None, mmap: Optional[bool] = None):
     raise error
 
 
+WEIGHTS_ONLY_ENV = 'TORCH_FORCE_WEIGHTS_ONLY_LOAD'
+
+
+@contextlib.contextmanager
+def weights_only_loads():
+    """Inside, every ``torch.load`` of this process unpickles with
+    ``weights_only=True``, whatever its caller passes: torch reads
+    ``TORCH_FORCE_WEIGHTS_ONLY_LOAD`` at each call. This covers mmengine's
+    loaders of every scheme (a local path, http(s), ``openmmlab://``,
+    ``torchvision://``: ``torch.hub.load_state_dict_from_url`` passes
+    ``weights_only=False``)."""
+    old = os.environ.get(WEIGHTS_ONLY_ENV)
+    os.environ[WEIGHTS_ONLY_ENV] = '1'
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(WEIGHTS_ONLY_ENV, None)
+        else:
+            os.environ[WEIGHTS_ONLY_ENV] = old
+
+
 def load_from_local(filename, map_location=None):
     """mmengine's local checkpoint loader (same name and contract, so that
     its log reads "Loads checkpoint by local backend") through

@@ -8,6 +8,8 @@ mmdet's ``CocoDataset`` reads a COCO json as it is:
 - a file without ``'images'`` or ``'categories'`` reads as an empty set (the
   same error), one whose annotations lack ``'area'`` or ``'bbox'`` fails
   with a bare ``KeyError``;
+- two images with the same ``id`` (as when two files are merged) become
+  one: pycocotools keeps the last and gives it the annotations of both;
 - annotations whose box lies outside its image, has a negative or zero
   width or height, or whose ``category_id`` is not a category of the file
   are dropped without a word, as are annotations of an ``image_id`` that is
@@ -113,7 +115,18 @@ class CheckedCOCO(COCO):
                 f'not 4 numbers [x, y, w, h] (annotations #{_some(bad)}; '
                 f"the first, id {ann['id']}: bbox={ann['bbox']!r})")
         self._check_items(data['categories'], 'categories', ('id', 'name'))
-        image_ids = {img['id'] for img in data['images']}
+        image_ids = {}
+        for img in data['images']:
+            first = image_ids.setdefault(img['id'], img)
+            if first is not img:
+                raise ValueError(
+                    f"{self.name}: the images {first['file_name']} and "
+                    f"{img['file_name']} share the id {img['id']}: "
+                    f'pycocotools keeps the last image of an id and gives it '
+                    f'the annotations of both, so boxes would land on the '
+                    f"wrong image. Give each image of 'images' an id of its "
+                    f"own (and its annotations that image_id); files merged "
+                    f'from two sets need their ids renumbered.')
         self.found = dict(
             num_images=len(data['images']),
             num_annotations=len(annotations),
@@ -150,10 +163,10 @@ class CheckedCocoDataset(CocoDataset):
     - an error (ValueError naming the file and what is expected) for a file
       that is not a COCO detection file (no ``'images'`` or
       ``'categories'`` list, images or annotations without the keys mmdet
-      reads, a bbox that is not 4 numbers), a file without images, a
-      training file (``test_mode=False``) without annotations, no image
-      left after ``filter_cfg``, and ``metainfo`` classes that are not
-      categories of the file or not in its order;
+      reads, a bbox that is not 4 numbers), two images sharing an id, a
+      file without images, a training file (``test_mode=False``) without
+      annotations, no image left after ``filter_cfg``, and ``metainfo``
+      classes that are not categories of the file or not in its order;
     - a warning (mmengine's current logger) with the number of annotations
       mmdet leaves out, per reason, with their ids: box outside the image,
       negative or zero width or height, under 1 px or area <= 0, unknown

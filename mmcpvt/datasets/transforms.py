@@ -6,13 +6,22 @@ mmseg loads an image and its label map separately and its transforms
 map of another size than its image trains without a word, its classes no
 longer on the pixels they belong to. :class:`CheckSegMap` stops at the pair
 with an error that names both files and both sizes.
+
+``LoadAnnotations`` also casts the label map to uint8 as it loads it: a
+16-bit PNG's 300 becomes 44, another class. :class:`CheckSegMap` opens a
+label map file again when it is stored with more than 8 bits (its header
+says so; 8-bit maps are not read again) and refuses values outside 0-255.
 """
 from typing import Optional
 
 import numpy as np
 from mmcv.transforms import BaseTransform
+from PIL import Image
 
 from mmcpvt.registry import register_transform
+
+# PIL modes of single-channel images with more than 8 bits a pixel
+WIDE_MODES = ('I', 'I;16', 'I;16B', 'I;16L', 'I;16N', 'F')
 
 
 @register_transform
@@ -29,6 +38,9 @@ class CheckSegMap(BaseTransform):
     - its height and width differ from those of its image as loaded
       (``ori_shape``: ``LoadAnnotations`` may come after ``Resize``, as in
       mmseg's test pipelines);
+    - its file (a local one that PIL reads) is stored with more than 8
+      bits and holds a value outside 0-255, which ``LoadAnnotations``'
+      cast to uint8 has wrapped into another label (300 becomes 44);
     - with ``num_classes`` set, it holds a value outside ``[0,
       num_classes)`` other than ``ignore_index``, after ``reduce_zero_label``
       and the data set's label map (a value the loss cannot take).
@@ -73,6 +85,7 @@ class CheckSegMap(BaseTransform):
                 f"palette ('P' mode) PNG whose indices are the classes, set "
                 f"LoadAnnotations(imdecode_backend='pillow') in the "
                 f'pipeline.')
+        self._check_stored_values(seg_path)
         ori_shape = results.get('ori_shape')
         if ori_shape is not None and tuple(seg.shape) != tuple(ori_shape[:2]):
             (h, w), (img_h, img_w) = seg.shape, ori_shape[:2]
@@ -104,6 +117,28 @@ class CheckSegMap(BaseTransform):
                     f'classes, set num_classes of CheckSegMap in the '
                     f'pipeline to its decode_head.num_classes.{hint}')
         return results
+
+    def _check_stored_values(self, seg_path: str):
+        """Values of a label map file of more than 8 bits are in 0-255:
+        ``LoadAnnotations`` has cast them to uint8, wrapping the others."""
+        try:
+            with Image.open(seg_path) as stored:
+                if stored.mode not in WIDE_MODES:
+                    return
+                mode, values = stored.mode, np.asarray(stored)
+        except (OSError, ValueError):  # not a local file (another backend)
+            return
+        bad = np.unique(values[(values < 0) | (values > 255)])
+        if bad.size:
+            value = bad[-1].item()
+            raise ValueError(
+                f'label map {seg_path} holds the value {value}, outside the '
+                f'0 to 255 a label map may hold (a {values.dtype} image, PIL '
+                f'mode {mode!r}; its values outside: {bad[:10].tolist()}). '
+                f"mmseg's LoadAnnotations casts label maps to uint8, so "
+                f'{value} would become {int(value) % 256}, another label. '
+                f'Save the map as an 8-bit single-channel PNG of class ids '
+                f'0 to 255 (255: ignored).')
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}(num_classes={self.num_classes}, '

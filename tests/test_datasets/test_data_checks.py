@@ -143,6 +143,31 @@ def test_seg_map_of_another_size_is_an_error(dense_configs, ade_root,
     assert f'annotations/{split}/' in msg and f'images/{split}/' in msg
 
 
+def test_seg_map_of_16_bits_with_values_over_255_is_an_error(
+        dense_configs, ade_root):
+    """A 16-bit label map holding 300: LoadAnnotations casts it to uint8
+    (300 -> 44, a valid class of a 150-class model), so the stored file is
+    checked, with an error naming it, the value and what is allowed. A
+    16-bit map whose values fit in 0-255 loads as its 8-bit twin."""
+    cfg = dense_configs['mmseg'][SEG_CONFIG]
+    ds = _build(cfg, 'train_dataloader', 'mmseg', data_root=ade_root)
+    path = ds.get_data_info(0)['seg_map_path']
+    labels = np.asarray(Image.open(path)).astype(np.uint16)
+    Image.fromarray(labels).save(path)  # 16 bits, same values
+    with Image.open(path) as stored:
+        assert stored.mode.startswith('I')
+    assert ds[0]['data_samples'].gt_sem_seg is not None
+    labels[0, :3] = 300, 256, 7
+    Image.fromarray(labels).save(path)
+    with pytest.raises(ValueError) as e:
+        ds[0]
+    assert str(e.value).startswith(
+        f'label map {path} holds the value 300, outside the 0 to 255 a '
+        f'label map may hold (a uint16 image, PIL mode ')
+    assert 'its values outside: [256, 300]' in str(e.value)
+    assert 'so 300 would become 44, another label' in str(e.value)
+
+
 def test_seg_map_values_outside_the_classes_are_an_error():
     """Labels outside [0, num_classes) other than 255 (the loss cannot take
     them); without reduce_zero_label, a map of 0..K says to set it."""
@@ -364,6 +389,40 @@ def test_unusable_coco_file_is_an_error(coco_root, tmp_path, build_coco,
     with pytest.raises(ValueError, match=expected) as e:
         build_coco(ann_file, **changes)
     assert ann_file in str(e.value)
+
+
+def test_coco_images_sharing_an_id_are_an_error(coco_root, tmp_path,
+                                                build_coco):
+    """pycocotools keeps the last image of an id and gives it the boxes of
+    both. Two images of one file with one id, or the images of two files
+    merged without renumbering: an error naming the file, the id and both
+    images."""
+
+    def same_id(data):
+        data['images'][3]['id'] = data['images'][1]['id']
+
+    ann_file = _coco_file(coco_root, tmp_path, same_id)
+    with pytest.raises(ValueError, match=(
+            r'instances_train2017\.json: the images 000000000002\.jpg and '
+            r'000000000004\.jpg share the id 2: pycocotools keeps the last '
+            r'image of an id')) as e:
+        build_coco(ann_file)
+    assert str(e.value).startswith(ann_file)
+
+    with open(osp.join(coco_root, 'annotations',
+                       'instances_val2017.json')) as f:
+        val = json.load(f)
+
+    def merge_val(data):  # val's ids restarted from 1, as in another file
+        for i, img in enumerate(val['images']):
+            img['id'] = i + 1
+        data['images'] += val['images']
+
+    ann_file = _coco_file(coco_root, tmp_path, merge_val)
+    with pytest.raises(ValueError, match=(
+            r'the images 000000000001\.jpg and 000000000007\.jpg share the '
+            r'id 1:.*files merged from two sets need their ids renumbered')):
+        build_coco(ann_file)
 
 
 def test_coco_with_no_image_left_after_filtering_is_an_error(

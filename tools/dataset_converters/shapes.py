@@ -1,13 +1,14 @@
 """Render synthetic scenes of learnable objects for detection/segmentation.
 
-The shared renderer of the COCO- and ADE20K-layout generators
-(``make_coco.py``, ``make_ade20k.py``). A scene is a noisy, textured
-background with a few objects of ``num_classes`` classes. Class ``k`` is one
-shape (disc, square, triangle, cross, ...; shapes cycle when ``k`` exceeds
-their number) in its own hue; every object gets a random position, size
-(log-uniform over ``scale_range`` of the shorter image side), small rotation
-and colour jitter. Objects never overlap, so each object's box, polygon and
-pixel mask are exact: nothing is occluded.
+The shared renderer of the data set generators (``make_coco.py``,
+``make_ade20k.py``; ``make_imagenet.py`` draws one object with its parts).
+A scene is a noisy, textured background with a few objects of
+``num_classes`` classes. Class ``k`` is one shape (disc, square, triangle,
+cross, ...; shapes cycle when ``k`` exceeds their number) in its own hue;
+every object gets a random position, size (log-uniform over ``scale_range``
+of the shorter image side), small rotation and colour jitter. Objects
+never overlap, so each object's box, polygon and pixel mask are exact:
+nothing is occluded.
 
 Everything is drawn from the ``numpy.random.Generator`` passed in: the same
 generator state gives the same scene.
@@ -157,6 +158,26 @@ def polygon_mask(poly: np.ndarray, height: int, width: int) -> np.ndarray:
     return mask
 
 
+def outline(rng: np.random.Generator, label: int, radius: float, cx: float,
+            cy: float, max_rotation: float = 20.) -> np.ndarray:
+    """The (V, 2) polygon of class ``label``'s shape of ``radius`` centred
+    at ``(cx, cy)``, rotated by up to ``max_rotation`` degrees either way."""
+    theta = np.deg2rad(rng.uniform(-max_rotation, max_rotation))
+    rot = np.array([[np.cos(theta), -np.sin(theta)],
+                    [np.sin(theta), np.cos(theta)]])
+    return UNIT_POLYGONS[class_style(label)[0]] @ rot.T * radius + (cx, cy)
+
+
+def paint(rng: np.random.Generator, img: np.ndarray, mask: np.ndarray,
+          label: int):
+    """Fill ``img`` (float) under ``mask`` with class ``label``'s hue,
+    jittered, and pixel noise."""
+    hue = class_style(label)[1]
+    colour = hsv_to_rgb((hue + rng.normal(0, 0.02)) % 1.,
+                        rng.uniform(0.7, 1.), rng.uniform(0.75, 1.))
+    img[mask] = colour + rng.normal(0, 10, size=(int(mask.sum()), 3))
+
+
 def _place(rng: np.random.Generator, radius: float, height: int, width: int,
            taken: List[Tuple[float, float, float, float]], tries: int = 30):
     """A centre whose circle of ``radius`` lies inside the image and whose
@@ -220,11 +241,7 @@ def render_scene(rng: np.random.Generator,
         if spot is None:
             continue
         cx, cy, box = spot
-        theta = np.deg2rad(rng.uniform(-max_rotation, max_rotation))
-        rot = np.array([[np.cos(theta), -np.sin(theta)],
-                        [np.sin(theta), np.cos(theta)]])
-        shape, _ = class_style(label)
-        poly = UNIT_POLYGONS[shape] @ rot.T * radius + (cx, cy)  # (V, 2)
+        poly = outline(rng, label, radius, cx, cy, max_rotation)
         instance_map[polygon_mask(poly, height, width)] = len(labels) + 1
         taken.append(box)
         labels.append(label)
@@ -242,11 +259,7 @@ def render_scene(rng: np.random.Generator,
         areas.append(int(mask.sum()))
         keep.append(i)
         class_map[mask] = label + 1
-        _, hue = class_style(label)
-        colour = hsv_to_rgb((hue + rng.normal(0, 0.02)) % 1.,
-                            rng.uniform(0.7, 1.), rng.uniform(0.75, 1.))
-        fg = colour + rng.normal(0, 10, size=(int(mask.sum()), 3))
-        img[mask] = fg
+        paint(rng, img, mask, label)
     # Renumber the instance map to the kept objects.
     remap = np.zeros(len(labels) + 1, np.int32)
     remap[np.array(keep, int) + 1] = np.arange(1, len(keep) + 1)
@@ -258,3 +271,15 @@ def render_scene(rng: np.random.Generator,
         areas=np.array(areas, np.int64),
         class_map=class_map,
         instance_map=remap[instance_map])
+
+
+def scenes(seed: int, split_id: int, count: int, size: int, num_classes: int,
+           canvas_scale: float = 1., **kwargs):
+    """The ``count`` scenes of a split, scene ``index`` seeded from ``(seed,
+    split_id, index)``, each side ``size * canvas_scale`` times 0.75 to
+    1.25; ``kwargs`` go to :func:`render_scene`."""
+    for index in range(count):
+        rng = np.random.default_rng([seed, split_id, index])
+        height, width = (int(round(size * canvas_scale * f))
+                         for f in rng.uniform(0.75, 1.25, size=2))
+        yield render_scene(rng, height, width, num_classes, **kwargs)

@@ -13,12 +13,11 @@ from mmengine.model import ModuleDict, ModuleList
 from mmengine.utils import to_2tuple
 
 from mmcpvt.registry import register_model
-from ..checks import check_cfg_keys, check_flag
+from ..checks import Arch, Choice, Int, out_indices, positions
 from ..layers import (LearnedPositionEmbedding, RelativePositionEncoding2d,
                       SinCos2dPositionEmbedding, TransformerBlock,
                       nlc_to_nchw)
 from .base import BEFORE_FIRST_BLOCK, BaseBackbone
-from .utils import check_choice, resolve_arch
 
 
 @register_model
@@ -88,6 +87,9 @@ class CPVT(BaseBackbone):
             ``frozen_stages`` encoders with the PEGs and position tables that
             follow them (1 to the number of encoders). -1 freezes nothing.
             Defaults to -1.
+        norm_eval (bool): Keep BatchNorm layers (``peg_cfg`` with
+            ``norm_cfg=dict(type='BN')``) in eval mode during training.
+            Defaults to False.
         with_cp (bool): Gradient checkpointing of the encoders.
             Defaults to False.
         init_cfg (dict | list[dict], optional): Initialization config;
@@ -117,9 +119,15 @@ class CPVT(BaseBackbone):
             'feedforward_channels': 768 * 4
         }),
     }
-    OUT_TYPES = ('cls_token', 'avg_featmap', 'featmap')
     block_cls = TransformerBlock
-    POS_EMBEDS = ('none', 'learned', 'sincos2d')
+    ARGS = dict(
+        BaseBackbone.ARGS, arch=Arch(arch_zoo),
+        out_type=Choice('cls_token', 'avg_featmap', 'featmap'),
+        pos_embed=Choice('none', 'learned', 'sincos2d'),
+        **dict.fromkeys(('peg_positions', 'pos_embed_positions'),
+                        lambda a: positions(a['arch']['num_layers'])),
+        out_indices=lambda a: out_indices(a['arch']['num_layers'], 'encoders'),
+        frozen_stages=lambda a: Int(-1, a['arch']['num_layers']))
 
     def __init__(self,
                  arch: Union[str, dict] = 'tiny',
@@ -141,39 +149,21 @@ class CPVT(BaseBackbone):
                  norm_cfg: dict = dict(type='LN', eps=1e-6),
                  final_norm: bool = True,
                  frozen_stages: int = -1,
+                 norm_eval: bool = False,
                  with_cp: bool = False,
                  init_cfg: Optional[Union[dict, list]] = None):
         super().__init__(init_cfg=init_cfg)
-        self.arch_settings = resolve_arch(
-            arch, self.arch_zoo,
-            ('embed_dims', 'num_layers', 'num_heads', 'feedforward_channels'),
-            type(self).__name__)
+        args = self._check_args(locals())
+        self.arch_settings = args['arch']
         self.embed_dims = self.arch_settings['embed_dims']
         self.num_layers = self.arch_settings['num_layers']
-        self._check_args(
-            img_size=img_size, patch_size=patch_size, in_channels=in_channels,
-            drop_rate=drop_rate, attn_drop_rate=attn_drop_rate,
-            drop_path_rate=drop_path_rate, qkv_bias=qkv_bias,
-            final_norm=final_norm, with_cp=with_cp)
-        if with_cls_token is not None:
-            check_flag('with_cls_token', with_cls_token, 'CPVT')
-        check_cfg_keys('rpe_cfg', rpe_cfg, RelativePositionEncoding2d,
-                       'CPVT', set_by_owner=('head_dims', ),
-                       hint='; change model.backbone.rpe_cfg')
-        check_choice('out_type', out_type, self.OUT_TYPES, 'CPVT')
-        check_choice('pos_embed', pos_embed, self.POS_EMBEDS, 'CPVT')
         if with_cls_token is None:
             with_cls_token = out_type == 'cls_token'
         if out_type == 'cls_token' and not with_cls_token:
             raise ValueError("CPVT: out_type='cls_token' needs "
                              'with_cls_token=True (or left as None)')
-        self.out_type = out_type
-        self.with_cls_token = with_cls_token
-        self.num_extra_tokens = int(with_cls_token)
-        self.peg_positions = self._check_peg_positions(
-            peg_positions, self.num_layers)
-        self.pos_embed_positions = self._check_peg_positions(
-            pos_embed_positions, self.num_layers, name='pos_embed_positions')
+        self.peg_positions = args['peg_positions']
+        self.pos_embed_positions = args['pos_embed_positions']
         if pos_embed == 'none' and self.pos_embed_positions != (
                 BEFORE_FIRST_BLOCK, ):
             raise ValueError(
@@ -186,14 +176,14 @@ class CPVT(BaseBackbone):
                 f"CPVT: pos_embed={pos_embed!r} with pos_embed_positions=() "
                 f"adds no embedding; give positions, or set "
                 f"pos_embed='none'")
-        self.out_indices = self._check_out_indices(out_indices,
-                                                   self.num_layers, 'encoders')
-        self.frozen_stages = self._check_frozen_stages(
-            frozen_stages, self.num_layers, 'encoders')
-        self.with_cp = with_cp
-        self.in_channels = in_channels
-        self.patch_size = patch_size
-        self.img_size = to_2tuple(img_size)
+        self.out_type, self.with_cls_token = out_type, with_cls_token
+        self.num_extra_tokens = int(with_cls_token)
+        self.out_indices = args['out_indices']
+        self.frozen_stages = args['frozen_stages']
+        self.with_cp, self.norm_eval = with_cp, norm_eval
+        self.in_channels, self.patch_size = in_channels, patch_size
+        self.img_size = args['img_size']
+        self.map_strides = (patch_size, )  # see _short_peg
 
         # The patch embedding pads the bottom/right to a multiple of the
         # patch size, so any input size works.
@@ -216,7 +206,7 @@ class CPVT(BaseBackbone):
 
         # 'pegs.0' follows encoder 0
         self.pegs = self._build_pegs(self.peg_positions, self.embed_dims,
-                                     peg_cfg, self.num_extra_tokens)
+                                     args['peg_cfg'], self.num_extra_tokens)
         # 'pos_embeds.0' follows encoder 0; a learned table is made for the
         # map it gets at img_size (smaller after a PEG without padding)
         map_sizes = self._map_sizes(self.patch_embed.init_out_size)
@@ -265,17 +255,6 @@ class CPVT(BaseBackbone):
             if str(position) in self.pegs:
                 hw_shape = self.pegs[str(position)].out_hw_shape(hw_shape)
         return sizes
-
-    def _peg_map_sides(self, size: int):
-        side = -(-size // self.patch_size)  # the patch embedding pads
-        for position in range(BEFORE_FIRST_BLOCK, self.num_layers):
-            peg = self.pegs[str(position)] if str(
-                position) in self.pegs else None
-            if peg is not None:
-                yield f'pegs.{position}', peg, side
-                if side < peg.min_map_size:
-                    return  # the sides after it are unknown
-                side = peg.out_hw_shape((side, side))[0]
 
     def _frozen_modules(self) -> list:
         if self.frozen_stages < 0:

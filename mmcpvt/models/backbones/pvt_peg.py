@@ -12,12 +12,11 @@ import torch.nn as nn
 from mmcv.cnn import build_norm_layer
 from mmcv.cnn.bricks.transformer import PatchEmbed
 from mmengine.model import ModuleList
-from mmengine.utils import to_2tuple
 
 from mmcpvt.registry import register_model
 from ..layers import LearnedPositionEmbedding, TransformerBlock, nlc_to_nchw
+from ..checks import Arch, Choice
 from .base import BaseBackbone
-from .utils import check_choice, resolve_arch
 
 
 @register_model
@@ -91,8 +90,10 @@ class PVTPEG(BaseBackbone):
             mlp_ratios=[8, 8, 4, 4],
             sr_ratios=[8, 4, 2, 1])
     del _settings
-    OUT_TYPES = ('featmap', 'avg_featmap', 'cls_token')
-    POS_EMBEDS = ('none', 'learned')
+    ARGS = dict(BaseBackbone.ARGS, **BaseBackbone.STAGE_ARGS,
+                arch=Arch(arch_zoo),
+                out_type=Choice('featmap', 'avg_featmap', 'cls_token'),
+                pos_embed=Choice('none', 'learned'))
 
     def __init__(self,
                  arch: Union[str, dict] = 'tiny',
@@ -115,46 +116,23 @@ class PVTPEG(BaseBackbone):
                  with_cp: bool = False,
                  init_cfg: Optional[Union[dict, list]] = None):
         super().__init__(init_cfg=init_cfg)
-        essential = ('embed_dims', 'num_heads', 'mlp_ratios', 'depths',
-                     'sr_ratios')
-        self.arch_settings = resolve_arch(arch, self.arch_zoo, essential,
-                                          'PVTPEG')
-        s = self.arch_settings
+        args = self._check_args(locals())
+        s = self.arch_settings = args['arch']
         self.num_stages = len(s['depths'])
-        for key in essential:
-            if len(s[key]) != self.num_stages:
-                raise ValueError(
-                    f'PVTPEG: arch {key} has {len(s[key])} entries but '
-                    f'depths has {self.num_stages}; give one per stage')
-        self._check_args(
-            in_channels=in_channels, patch_sizes=patch_sizes,
-            img_size=img_size, qkv_bias=qkv_bias, drop_rate=drop_rate,
-            attn_drop_rate=attn_drop_rate, drop_path_rate=drop_path_rate,
-            norm_after_stage=norm_after_stage, norm_eval=norm_eval,
-            with_cp=with_cp)
-        if len(patch_sizes) != self.num_stages:
-            raise ValueError(f'PVTPEG: patch_sizes needs {self.num_stages} '
-                             f'entries, got {tuple(patch_sizes)}')
-        check_choice('out_type', out_type, self.OUT_TYPES, 'PVTPEG')
-        check_choice('pos_embed', pos_embed, self.POS_EMBEDS, 'PVTPEG')
         self.embed_dims = s['embed_dims']
-        self.out_type = out_type
-        self.out_indices = self._check_out_indices(out_indices,
-                                                   self.num_stages)
-        self.peg_positions = self._check_stage_peg_positions(
-            peg_positions, s['depths'])
-        self.frozen_stages = self._check_frozen_stages(
-            frozen_stages, self.num_stages, 'stages')
-        self.norm_eval = norm_eval
+        self.out_type, self.out_indices = out_type, args['out_indices']
+        self.peg_positions = args['peg_positions']
+        self.frozen_stages = args['frozen_stages']
+        self.norm_eval, self.with_cp = norm_eval, with_cp
         self.in_channels = in_channels
-        self.patch_sizes = tuple(patch_sizes)
-        self.with_cp = with_cp
+        self.patch_sizes = self.map_strides = args['patch_sizes']
         self.with_cls_token = out_type == 'cls_token'
         if self.with_cls_token and s['sr_ratios'][-1] != 1:
-            raise ValueError('PVTPEG: a class token needs sr_ratio 1 in the '
-                             'last stage')
+            raise ValueError(f"PVTPEG: out_type='cls_token' needs sr_ratios "
+                             f"1 in the last stage, got arch sr_ratios "
+                             f"{s['sr_ratios']}; change model.backbone.arch")
 
-        img_size = to_2tuple(img_size)
+        img_size = args['img_size']
         dpr = torch.linspace(0, drop_path_rate, sum(s['depths'])).tolist()
         self.patch_embeds = ModuleList()
         self.pos_embeds = ModuleList() if pos_embed == 'learned' else None
@@ -198,7 +176,7 @@ class PVTPEG(BaseBackbone):
             # 'pegs.1.0' follows block 0 of stage 1; the class token (if
             # any) joins the tokens in the last stage
             self.pegs.append(
-                self._build_pegs(self.peg_positions[i], dims, peg_cfg,
+                self._build_pegs(self.peg_positions[i], dims, args['peg_cfg'],
                                  int(last and self.with_cls_token)))
             self.norms.append(
                 build_norm_layer(norm_cfg, dims)[1]
@@ -208,13 +186,6 @@ class PVTPEG(BaseBackbone):
             self.cls_token = nn.Parameter(torch.zeros(1, 1, dims))
         self._find_min_input_size()
         self._freeze_stages()
-
-    def _peg_map_sides(self, size: int):
-        side = size
-        for i in range(self.num_stages):
-            side = -(-side // self.patch_sizes[i])  # the patch embeds pad
-            for j, peg in self.pegs[i].items():
-                yield f'pegs.{i}.{j}', peg, side
 
     def _frozen_modules(self) -> list:
         frozen = []

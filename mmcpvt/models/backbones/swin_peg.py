@@ -17,8 +17,8 @@ from mmengine.model.weight_init import trunc_normal_
 
 from mmcpvt.registry import register_model
 from ..layers import TransformerBlock, nlc_to_nchw
+from ..checks import Arch, Choice
 from .base import BaseBackbone
-from .utils import check_choice, resolve_arch
 
 
 class SwinBlock(TransformerBlock):
@@ -208,7 +208,8 @@ class SwinPEG(BaseBackbone):
             'embed_dims': 128, 'depths': [2, 2, 18, 2],
             'num_heads': [4, 8, 16, 32]}),
     }
-    OUT_TYPES = ('featmap', 'avg_featmap')
+    ARGS = dict(BaseBackbone.ARGS, **BaseBackbone.STAGE_ARGS,
+                arch=Arch(arch_zoo), out_type=Choice('featmap', 'avg_featmap'))
 
     def __init__(self,
                  arch: Union[str, dict] = 'tiny',
@@ -230,31 +231,16 @@ class SwinPEG(BaseBackbone):
                  with_cp: bool = False,
                  init_cfg: Optional[Union[dict, list]] = None):
         super().__init__(init_cfg=init_cfg)
-        s = resolve_arch(arch, self.arch_zoo,
-                         ('embed_dims', 'depths', 'num_heads'), 'SwinPEG')
-        self.arch_settings = s
+        args = self._check_args(locals())
+        s = self.arch_settings = args['arch']
         self.num_stages = len(s['depths'])
-        if len(s['num_heads']) != self.num_stages:
-            raise ValueError('SwinPEG: arch num_heads and depths need one '
-                             'entry per stage each')
-        self._check_args(
-            in_channels=in_channels, patch_size=patch_size,
-            window_size=window_size, mlp_ratio=mlp_ratio, qkv_bias=qkv_bias,
-            drop_rate=drop_rate, attn_drop_rate=attn_drop_rate,
-            drop_path_rate=drop_path_rate, norm_eval=norm_eval,
-            with_cp=with_cp)
-        check_choice('out_type', out_type, self.OUT_TYPES, 'SwinPEG')
-        self.out_type = out_type
-        self.out_indices = self._check_out_indices(out_indices,
-                                                   self.num_stages)
-        self.peg_positions = self._check_stage_peg_positions(
-            peg_positions, s['depths'])
-        self.frozen_stages = self._check_frozen_stages(
-            frozen_stages, self.num_stages, 'stages')
-        self.norm_eval = norm_eval
-        self.in_channels = in_channels
-        self.patch_size = patch_size
-        self.with_cp = with_cp
+        self.out_type, self.out_indices = out_type, args['out_indices']
+        self.peg_positions = args['peg_positions']
+        self.frozen_stages = args['frozen_stages']
+        self.norm_eval, self.with_cp = norm_eval, with_cp
+        self.in_channels, self.patch_size = in_channels, patch_size
+        # patch embedding, then patch merging (see _short_peg)
+        self.map_strides = (patch_size, ) + (2, ) * (self.num_stages - 1)
         dims = [s['embed_dims'] * 2**i for i in range(self.num_stages)]
         self.embed_dims = dims  # per stage
 
@@ -289,7 +275,8 @@ class SwinPEG(BaseBackbone):
                 ]))
             # 'pegs.2.0' follows block 0 of stage 2
             self.pegs.append(
-                self._build_pegs(self.peg_positions[i], dims[i], peg_cfg))
+                self._build_pegs(self.peg_positions[i], dims[i],
+                                 args['peg_cfg']))
             if i < self.num_stages - 1:
                 self.downsamples.append(
                     PatchMerging(dims[i], dims[i + 1], norm_cfg))
@@ -304,13 +291,6 @@ class SwinPEG(BaseBackbone):
             self.norm = build_norm_layer(norm_cfg, dims[-1])[1]
         self._find_min_input_size()
         self._freeze_stages()
-
-    def _peg_map_sides(self, size: int):
-        side = -(-size // self.patch_size)  # the patch embedding pads
-        for i in range(self.num_stages):
-            for j, peg in self.pegs[i].items():
-                yield f'pegs.{i}.{j}', peg, side
-            side = -(-side // 2)  # patch merging pads odd sides
 
     def _frozen_modules(self) -> list:
         if self.frozen_stages < 0:

@@ -123,17 +123,20 @@ def test_a_map_too_small_for_an_unpadded_peg_is_explained():
         PEG(4, 4, padding=0)(torch.randn(1, 10, 4), (2, 5))
 
 
-@pytest.mark.parametrize('kwargs, match', [
-    (dict(kernel_size=4), 'odd'),
-    (dict(padding_mode='none'), 'padding_mode'),
-    (dict(num_layers=0), 'num_layers'),
-    (dict(padding=2), r'padding .* from 0 to .* = 1, got 2'),
-    (dict(padding=-1), 'padding'),
-    (dict(padding=True), 'padding'),
-    (dict(kernel_size=7, padding=1.5), r'from 0 to .* = 3, got 1.5'),
+@pytest.mark.parametrize('kwargs, error, match', [
+    (dict(kernel_size=4), ValueError, 'kernel_size must be an odd int'),
+    (dict(padding_mode='none'), ValueError, 'padding_mode'),
+    (dict(num_layers=0), ValueError, 'num_layers'),
+    (dict(padding=2), ValueError,
+     r'padding must be None or an int from 0 to 1, got 2'),
+    (dict(padding=-1), ValueError, 'padding'),
+    # not an int: a TypeError, as for every argument
+    (dict(padding=True), TypeError, r'padding .*got True \(a bool\)'),
+    (dict(kernel_size=7, padding=1.5), TypeError,
+     r'from 0 to 3, got 1.5 \(a float\)'),
 ])
-def test_bad_arguments_are_explained(kwargs, match):
-    with pytest.raises(ValueError, match=match):
+def test_bad_arguments_are_explained(kwargs, error, match):
+    with pytest.raises(error, match=match):
         PEG(4, 4, **kwargs)
 
 

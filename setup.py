@@ -9,8 +9,9 @@ from setuptools import find_packages, setup
 
 ROOT = osp.dirname(osp.abspath(__file__))
 # What `mim` (openmim) and mmpretrain's model hub read from an installed
-# package: mmcpvt/.mim/{configs,tools,model-index.yml}.
-MIM_FILES = ('configs', 'tools', 'model-index.yml')
+# package: mmcpvt/.mim/{configs,tools,model-index*.yml}.
+MIM_FILES = ('configs', 'tools', 'model-index.yml',
+             'model-index-mmpretrain.yml')
 
 
 def read_requirements(name):

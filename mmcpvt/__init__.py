@@ -1,20 +1,21 @@
 """mmcpvt: Conditional Positional Encodings for Vision Transformers
 (Chu et al., ICLR 2023, https://arxiv.org/abs/2102.10882) for OpenMMLab.
 
-Importing this package registers every module (the target of
-``custom_imports=dict(imports=['mmcpvt'])``), makes mmengine checkpoints
-loadable under torch's ``weights_only`` unpickler with clear errors for
-broken or unsafe files, and checkpoint saving atomic
-(:mod:`mmcpvt.utils.checkpoint`). Where mmpretrain is installed, it also adds
-our image classification models to mmpretrain's ``list_models`` and
-``get_model`` (:mod:`mmcpvt.apis.model_index`).
+Importing this package (the target of ``custom_imports=dict(imports=
+['mmcpvt'])``) registers our modules and changes nothing else in the host
+stack: the models, transforms and hooks in the registries, the
+``'mmcpvt_atomic'`` file backend by its name, mmengine's checkpoint types in
+torch's ``weights_only`` allow-list (``torch.serialization.add_safe_globals``,
+:mod:`mmcpvt.utils.checkpoint`) and, where mmpretrain is installed, our
+image classification models in its model hub through its public
+``ModelHub.register_model_index`` (:mod:`mmcpvt.apis.model_index`).
 """
 from .version import __version__
-from .utils.checkpoint import setup_checkpoint_io
+from .utils.checkpoint import register_checkpoint_safe_globals
 
-setup_checkpoint_io()
+register_checkpoint_safe_globals()
 
-from . import models  # noqa: E402,F401  (registers the modules)
+from . import engine, models  # noqa: E402,F401  (registers the modules)
 from .apis import register_mmpretrain_models_if_installed  # noqa: E402
 
 register_mmpretrain_models_if_installed()

@@ -15,6 +15,7 @@ The data set classes subclass a downstream library's (mmdet's
 mmdet, mmseg or mmpretrain.
 """
 from mmengine.registry import DATASETS as MMENGINE_DATASETS
+from mmengine.registry import HOOKS as MMENGINE_HOOKS
 from mmengine.registry import MODELS as MMENGINE_MODELS
 from mmengine.registry import TRANSFORMS as MMENGINE_TRANSFORMS
 from mmengine.registry import Registry
@@ -25,6 +26,9 @@ MODELS = Registry(
 DATASETS = Registry(
     'dataset', parent=MMENGINE_DATASETS, scope='mmcpvt',
     locations=['mmcpvt.datasets.coco'])
+HOOKS = Registry(
+    'hook', parent=MMENGINE_HOOKS, scope='mmcpvt',
+    locations=['mmcpvt.engine'])
 TRANSFORMS = Registry(
     'transform', parent=MMENGINE_TRANSFORMS, scope='mmcpvt',
     locations=['mmcpvt.datasets.transforms'])
@@ -62,7 +66,13 @@ def register_transform(cls=None, *, name=None):
     return _register_twice(TRANSFORMS, MMENGINE_TRANSFORMS, cls, name)
 
 
+def register_hook(cls=None, *, name=None):
+    """Register a runner hook into mmcpvt's ``HOOKS`` and the root
+    registry, as :func:`register_model`."""
+    return _register_twice(HOOKS, MMENGINE_HOOKS, cls, name)
+
+
 __all__ = [
-    'MODELS', 'DATASETS', 'TRANSFORMS', 'register_model', 'register_dataset',
-    'register_transform'
+    'MODELS', 'DATASETS', 'TRANSFORMS', 'HOOKS', 'register_model',
+    'register_dataset', 'register_transform', 'register_hook'
 ]

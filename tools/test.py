@@ -18,71 +18,38 @@ Examples::
     bash tools/dist_test.sh CONFIG CKPT 8
 """
 import argparse
-import os
 import os.path as osp
 import sys
 
-import mmengine
-from mmengine.config import Config
-from mmengine.evaluator import DumpResults
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+import common  # noqa: E402
 
-try:
-    import mmcpvt  # noqa: F401  (registers modules, checkpoint allow-list)
-except ImportError:  # not installed: run from a clone
-    sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
-    import mmcpvt  # noqa: F401
+common.setup()
+import mmengine  # noqa: E402
+from mmengine.config import Config  # noqa: E402
+from mmengine.evaluator import DumpResults  # noqa: E402
+
+from mmcpvt.engine import CheckpointFitHook  # noqa: E402
 from mmcpvt.utils.checkpoint import (CheckpointError,  # noqa: E402
-                                     CheckpointFitHook,
                                      CheckpointMismatchError,
                                      check_checkpoint)
-from mmcpvt.utils.runner import (CfgOptionsAction,  # noqa: E402
-                                 apply_common_args, build_runner)
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description='Test a checkpoint (mmpretrain, mmdet or mmseg config)')
+    parser = argparse.ArgumentParser(description='Test a checkpoint')
     parser.add_argument('config', help='test config file path')
-    parser.add_argument('checkpoint', help='checkpoint file')
-    parser.add_argument(
-        '--work-dir',
-        help='the dir to save the evaluation logs; defaults to the config\'s '
-        'work_dir, else ./work_dirs/<config name>')
+    parser.add_argument('checkpoint', help='checkpoint file (path or URL)')
+    parser.add_argument('--work-dir', help='the dir of the evaluation logs')
     parser.add_argument(
         '--out',
         help='where to save the results: a .pkl file of predictions '
         '(mmpretrain, mmdet), a directory of prediction maps (mmseg), or '
         'with --out-item metrics a .json/.yaml/.pkl file of the metrics')
-    parser.add_argument(
-        '--out-item',
-        choices=['pred', 'metrics'],
-        default='pred',
-        help='what --out saves. Defaults to pred.')
-    parser.add_argument(
-        '--show-dir',
-        help='save drawn predictions here (relative paths are under '
-        'work_dir/<timestamp>/ for mmdet and mmseg)')
-    parser.add_argument(
-        '--cfg-options',
-        nargs='+',
-        action=CfgOptionsAction,
-        help='override settings in the config: key=value pairs, merged '
-        'into the config, e.g. test_dataloader.batch_size=32. A list is '
-        'key="[a,b]" or key=a,b; nested lists/tuples key="[(a,b),(c,d)]". '
-        'The quotation marks are necessary and no white space is allowed.')
-    parser.add_argument(
-        '--launcher',
-        choices=['none', 'pytorch', 'slurm', 'mpi'],
-        default='none',
-        help='job launcher')
-    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
-    args = parser.parse_args(argv)
-    if 'LOCAL_RANK' not in os.environ:
-        os.environ['LOCAL_RANK'] = str(args.local_rank)
-
-    if not osp.isfile(args.config):
-        parser.error(f'config file not found: {args.config}')
-    if '://' not in args.checkpoint and not osp.isfile(args.checkpoint):
+    parser.add_argument('--out-item', choices=['pred', 'metrics'],
+                        default='pred', help='what --out saves')
+    parser.add_argument('--show-dir', help='save drawn predictions here')
+    args = common.parse_args(parser, argv)
+    if common.missing_file(args.checkpoint):
         parser.error(f'checkpoint file not found: {args.checkpoint}')
     return args
 
@@ -117,7 +84,7 @@ def enable_visualization(cfg: Config, show_dir: str) -> None:
 
 def merge_args(cfg: Config, args) -> Config:
     """Apply the command line to ``cfg``."""
-    cfg = apply_common_args(cfg, args)
+    cfg = common.apply_common_args(cfg, args)
     cfg.load_from = args.checkpoint
     if args.show_dir:
         enable_visualization(cfg, args.show_dir)
@@ -155,7 +122,7 @@ def main(argv=None):
     if args.out and args.out_item == 'pred' and scope != 'mmseg':
         dump_metric = dump_predictions_metric(scope, args.out)
 
-    runner = build_runner(cfg)
+    runner = common.build_runner(cfg)
     if dump_metric is not None:
         runner.test_evaluator.metrics.append(dump_metric)
     runner.register_hook(CheckpointFitHook(min_fraction=1.0))

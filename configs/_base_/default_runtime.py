@@ -1,7 +1,17 @@
 # mmpretrain's runtime (default scope 'mmpretrain'), keeping only the latest
-# three of the per-epoch checkpoints: a 300-epoch run would otherwise write
-# 300. mmcpvt's modules are found through the root registry once
-# `custom_imports` (in the model configs) has run.
+# three of the per-epoch checkpoints (a 300-epoch run would otherwise write
+# 300).
 _base_ = 'mmpretrain::_base_/default_runtime.py'
 
-default_hooks = dict(checkpoint=dict(max_keep_ckpts=3))
+# mmcpvt's runner hooks (mmcpvt/engine/hooks.py), so that any train.py --
+# ours, mmdet's or mmseg's -- runs with them: checkpoints written atomically
+# (the 'mmcpvt_atomic' file backend: a crash while saving leaves the previous
+# file, never half a one); every checkpoint unpickled with weights_only=True,
+# by path or URL, a bad load_from / resume file refused with what to do;
+# each epoch seeded from the seed and the epoch (a resumed run trains as the
+# uninterrupted one); a second training in a work dir in use refused.
+default_hooks = dict(
+    checkpoint=dict(backend_args=dict(backend='mmcpvt_atomic'), max_keep_ckpts=3),
+    weights_only_load=dict(type='mmcpvt.WeightsOnlyLoadHook'),
+    epoch_seed=dict(type='mmcpvt.EpochSeedHook'),
+    work_dir_lock=dict(type='mmcpvt.WorkDirLockHook'))

@@ -4,7 +4,7 @@ _base_ = [
     '../_base_/models/retinanet_pvt-t-peg_fpn.py',
     '../_base_/datasets/coco_detection_ms-640-800.py',
     '../_base_/schedules/schedule_3x.py',
-    'mmdet::_base_/default_runtime.py',
+    '../_base_/default_runtime_mmdet.py',
 ]
 model = dict(
     backbone=dict(

@@ -8,7 +8,7 @@ _base_ = [
     '../_base_/models/retinanet_pvt-t-peg_fpn.py',
     '../_base_/datasets/coco_detection.py',
     '../_base_/schedules/schedule_1x.py',
-    'mmdet::_base_/default_runtime.py',
+    '../_base_/default_runtime_mmdet.py',
 ]
 model = dict(
     backbone=dict(

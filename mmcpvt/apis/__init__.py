@@ -1,8 +1,7 @@
-from .model_index import (get_mim_root, load_classification_models,
-                          register_mmpretrain_models,
+from .model_index import (get_mim_root, register_mmpretrain_models,
                           register_mmpretrain_models_if_installed)
 
 __all__ = [
-    'get_mim_root', 'load_classification_models',
-    'register_mmpretrain_models', 'register_mmpretrain_models_if_installed'
+    'get_mim_root', 'register_mmpretrain_models',
+    'register_mmpretrain_models_if_installed'
 ]

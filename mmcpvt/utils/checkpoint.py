@@ -1,46 +1,39 @@
 """Checkpoints that load safely and loudly, and are never half-written.
 
-``import mmcpvt`` calls :func:`setup_checkpoint_io`, which sets up four
-things for every mmengine runner, tool and ``init_cfg`` of the process:
+Nothing here changes mmengine when ``mmcpvt`` is imported, except one
+registration each, as a library registers its modules:
 
-1. The allow-list. Since torch 2.6, ``torch.load`` defaults to
-   ``weights_only=True``, which refuses any global that is not allow-listed.
-   mmengine 0.10.7 checkpoints hold a few such objects (the message hub's
-   ``HistoryBuffer``, numpy arrays, numpy scalars and dtypes), so ``--resume``
-   and ``load_from`` fail with "Unsupported global". Rather than turning
-   ``weights_only`` off (arbitrary code execution from a checkpoint), the
-   exact types mmengine writes are allow-listed.
+1. The allow-list (:func:`register_checkpoint_safe_globals`). torch's
+   ``weights_only`` unpickler refuses any global that is not allow-listed,
+   and mmengine checkpoints hold a few (the message hub's ``HistoryBuffer``,
+   numpy arrays, scalars and dtypes), so ``--resume`` and ``load_from``
+   would fail with "Unsupported global". The exact types mmengine writes are
+   added through ``torch.serialization.add_safe_globals``, torch's own
+   mechanism. ``HistoryBuffer`` pickles its statistics methods as
+   ``getattr(HistoryBuffer, 'mean')``; allow-listing the builtin
+   ``getattr`` would let a checkpoint reach any attribute of any allowed
+   object, so the name ``builtins.getattr`` is bound to
+   :func:`_history_buffer_getattr`, which resolves only those methods.
+2. The ``'mmcpvt_atomic'`` file backend (:class:`AtomicLocalBackend`), by
+   name only: mmengine's ``'local'`` backend stays the default. Our configs
+   name it for their ``CheckpointHook`` (``backend_args``).
 
-   ``HistoryBuffer`` pickles its statistics methods as ``getattr(
-   HistoryBuffer, 'mean')``. Allow-listing the builtin ``getattr`` would let
-   a checkpoint reach any attribute of any allowed object, so the name
-   ``builtins.getattr`` is bound to :func:`_history_buffer_getattr`, which
-   resolves only those methods.
+Loading safely is explicit: :func:`safe_load` (our tools, the converters),
+:func:`weights_only_loads` (around mmengine's loaders, of every scheme:
+backbones' ``init_cfg``, :class:`mmcpvt.engine.WeightsOnlyLoadHook`), and
+``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1``, which our tools set for their process.
+A file that cannot be loaded is diagnosed by looking at the file itself
+(:func:`_diagnose`), never by reading torch's error text.
 
-2. The loader. mmengine's local loader calls ``torch.load`` without
-   ``weights_only``: safe only while torch's default holds (the environment
-   variable ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1`` turns it off), and its
-   failures are torch's (an empty file is an ``EOFError`` without a message;
-   a refused pickle advises turning the protection off). :func:`
-   load_from_local` replaces it in mmengine's ``CheckpointLoader`` (the path
-   of ``init_cfg=dict(type='Pretrained')``, ``load_from``, ``--resume`` and
-   ``tools/test.py``): ``weights_only=True`` explicitly, and an error that
-   names the file and says what to do (:class:`BrokenCheckpointError`,
-   :class:`UnsafeCheckpointError`). The other schemes (http, openmmlab://,
-   ...) keep mmengine's loaders, with the same errors.
-
-3. Saving. See :class:`AtomicLocalBackend`.
-
-4. Key checks: :func:`check_state_dict_fits`, used by the backbones when
-   they load (fewer than half of their tensors fitting is refused) and by
-   :class:`CheckpointFitHook` (``tools/test.py``: every tensor of the model).
+Key checks: :func:`check_state_dict_fits` (the backbones when they load,
+:class:`mmcpvt.engine.CheckpointFitHook`).
 """
 import contextlib
-import functools
+import io
 import os
 import os.path as osp
 import pickle
-import re
+import pickletools
 import tempfile
 import zipfile
 from collections import Counter
@@ -49,19 +42,22 @@ from typing import List, Mapping, Optional, Tuple
 import numpy as np
 import torch
 from mmengine.fileio.backends import LocalBackend, register_backend
-from mmengine.hooks import Hook
 
 # ------------------------------------------------------------- errors
 
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be used; the message says why and what to
-    do instead."""
+    do instead, ``what`` in a few words what is wrong."""
+
+    def __init__(self, message: str, what: Optional[str] = None):
+        super().__init__(message)
+        self.what = what or message
 
 
 class BrokenCheckpointError(CheckpointError):
-    """The file is empty, truncated or damaged (an interrupted save or
-    download): another copy, or the previous checkpoint, may be fine."""
+    """The file is empty, truncated, damaged, or no checkpoint at all (an
+    interrupted save or download, a wrong path)."""
 
 
 class UnsafeCheckpointError(CheckpointError):
@@ -108,13 +104,9 @@ def checkpoint_safe_globals():
 
 
 def register_checkpoint_safe_globals():
-    """Allow-list :func:`checkpoint_safe_globals` for ``torch.load``.
-
-    Idempotent; called when ``mmcpvt`` is imported.
-    """
-    add = getattr(torch.serialization, 'add_safe_globals', None)
-    if add is not None:  # torch < 2.4 has no weights_only default to fix
-        add(checkpoint_safe_globals())
+    """Allow-list :func:`checkpoint_safe_globals` for ``torch.load``
+    (idempotent; called when ``mmcpvt`` is imported)."""
+    torch.serialization.add_safe_globals(checkpoint_safe_globals())
 
 
 # ---------------------------------------------------------- 2. loading
@@ -122,87 +114,10 @@ def register_checkpoint_safe_globals():
 ALLOWED_OBJECTS = ('tensors, numbers, strings, lists, tuples and dicts, and '
                    'the objects mmengine writes into checkpoints (numpy '
                    'arrays, scalars and dtypes, the message hub\'s '
-                   'HistoryBuffer; mmcpvt.utils.checkpoint.'
-                   'checkpoint_safe_globals)')
-# What torch says when the file ends early or its zip layout is damaged.
-_BROKEN_MARKERS = ('PytorchStreamReader failed', 'unexpected EOF',
-                   'corrupted', 'truncated', 'central directory',
-                   'invalid load key', 'ran out of input')
-# What torch's weights-only unpickler says when it refuses an object.
-_REFUSED_MARKERS = ('Weights only load failed', 'Unsupported global',
-                    'HistoryBuffer statistics')
-
-
-def _describe_size(filename: str) -> str:
-    try:
-        return f'{osp.getsize(filename)} bytes'
-    except (OSError, TypeError):
-        return 'size unknown'
-
-
-def _broken(filename, what: str) -> BrokenCheckpointError:
-    return BrokenCheckpointError(
-        f'{filename}: the checkpoint is empty or truncated ({what}); the '
-        f'save or download that wrote it was probably interrupted. '
-        f'Re-download it, re-save it, or use the previous checkpoint.')
-
-
-def explain_load_error(filename, error: BaseException
-                       ) -> Optional[CheckpointError]:
-    """The :class:`CheckpointError` that ``error`` (raised by ``torch.load``
-    on ``filename``) means, or None when it is none of ours to explain."""
-    text = str(error)
-    first = text.strip().split('\n')[0].split('. ')[0]
-    if isinstance(error, pickle.UnpicklingError) and any(
-            m in text for m in _REFUSED_MARKERS) and not any(
-                m in text for m in ('truncated', 'ran out of input')):
-        found = re.search(r'GLOBAL ([\w.]+)', text)
-        what = (f'it refers to {found.group(1)}' if found else next(
-            (line.strip() for line in text.split('\n')
-             if 'getattr' in line or 'Unsupported' in line),
-            'see the allow-list'))
-        return UnsafeCheckpointError(
-            f'{filename}: refused to load: the checkpoint holds objects that '
-            f'are not allowed in a checkpoint ({what}). Unpickling it could '
-            f'run code, so nothing in it was run or loaded. mmcpvt loads '
-            f'with torch.load(weights_only=True), which allows '
-            f'{ALLOWED_OBJECTS}. If you trust where the file comes from, '
-            f'load it once where its code may run and re-save its tensors '
-            f'alone, e.g. torch.save({{"state_dict": state_dict}}, path).')
-    if isinstance(error, EOFError):
-        return _broken(filename, f'{_describe_size(filename)}, the data ends '
-                       f'early')
-    if isinstance(error, (pickle.UnpicklingError, RuntimeError)) and any(
-            m in text for m in _BROKEN_MARKERS):
-        return _broken(filename, f'{_describe_size(filename)}: {first}')
-    return None
-
-
-def safe_load(filename: str, map_location=None, mmap: Optional[bool] = None):
-    """``torch.load(filename, weights_only=True)`` with errors that name the
-    file and say what to do.
-
-    Raises:
-        BrokenCheckpointError: the file is empty, truncated or damaged.
-        UnsafeCheckpointError: the pickle holds objects outside the
-            allow-list (nothing in it is run).
-    """
-    if isinstance(filename, (str, os.PathLike)) and osp.getsize(filename) == 0:
-        raise _broken(filename, 'the file has 0 bytes')
-    kwargs = {} if mmap is None else dict(mmap=mmap)
-    try:
-        return torch.load(filename, map_location=map_location,
-                          weights_only=True, **kwargs)
-    except (pickle.UnpicklingError, EOFError, RuntimeError) as e:
-        error = explain_load_error(filename, e)
-        if error is None:
-            raise
-    # raised outside the except clause: torch's message (which advises
-    # turning the protection off) does not trail ours
-    raise error
-
-
-WEIGHTS_ONLY_ENV = 'TORCH_FORCE_WEIGHTS_ONLY_LOAD'
+                   'HistoryBuffer)')
+RETRY = 'Re-download it, re-save it, or use the previous checkpoint.'
+FORCE = 'TORCH_FORCE_WEIGHTS_ONLY_LOAD'
+FORCE_OFF = 'TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD'
 
 
 @contextlib.contextmanager
@@ -212,89 +127,136 @@ def weights_only_loads():
     ``TORCH_FORCE_WEIGHTS_ONLY_LOAD`` at each call. This covers mmengine's
     loaders of every scheme (a local path, http(s), ``openmmlab://``,
     ``torchvision://``: ``torch.hub.load_state_dict_from_url`` passes
-    ``weights_only=False``)."""
-    old = os.environ.get(WEIGHTS_ONLY_ENV)
-    os.environ[WEIGHTS_ONLY_ENV] = '1'
+    ``weights_only=False``). ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` is unset
+    meanwhile (torch refuses both at once)."""
+    old = {k: os.environ.pop(k, None) for k in (FORCE, FORCE_OFF)}
+    os.environ[FORCE] = '1'
     try:
         yield
     finally:
-        if old is None:
-            os.environ.pop(WEIGHTS_ONLY_ENV, None)
-        else:
-            os.environ[WEIGHTS_ONLY_ENV] = old
+        for key, value in old.items():
+            os.environ.pop(key, None)
+            if value is not None:
+                os.environ[key] = value
 
 
-def load_from_local(filename, map_location=None):
-    """mmengine's local checkpoint loader (same name and contract, so that
-    its log reads "Loads checkpoint by local backend") through
-    :func:`safe_load`."""
-    filename = osp.expanduser(filename)
+# Globals a weights-only load takes (torch's own, and ours above), by
+# prefix: only to name, in an error, what else a refused file refers to.
+_TAKEN = ('torch.', 'collections.OrderedDict', '_codecs.encode', 'numpy.',
+          'mmengine.logging.history_buffer.', 'builtins.getattr')
+# A legacy (non-zip) torch.save file: magic number, protocol, system info,
+# the object, the storage keys; raw storage bytes follow.
+_LEGACY_PICKLES = 5
+
+
+def _pickle_globals(filename: str, is_zip: bool) -> Tuple[List[str], bool]:
+    """The ``module.name`` globals the checkpoint's pickles refer to, read
+    as opcodes (nothing is run), and whether every pickle is complete."""
+    if is_zip:
+        with zipfile.ZipFile(filename) as archive:
+            names = [n for n in archive.namelist() if n.endswith('data.pkl')]
+            stream = io.BytesIO(archive.read(names[0]) if names else b'')
+    else:
+        with open(filename, 'rb') as f:
+            stream = io.BytesIO(f.read())
+    found, strings = [], []
+    try:
+        for _ in range(1 if is_zip else _LEGACY_PICKLES):
+            for op, arg, _pos in pickletools.genops(stream):
+                if op.name in ('GLOBAL', 'INST'):
+                    found.append(arg.replace(' ', '.'))
+                elif op.name == 'STACK_GLOBAL' and len(strings) >= 2:
+                    found.append('.'.join(strings[-2:]))
+                elif isinstance(arg, str):
+                    strings.append(arg)
+    except Exception:  # noqa: B902  (pickletools: ValueError, EOF, ...)
+        return found, False
+    return found, True
+
+
+def _diagnose(filename: str, error: Exception) -> CheckpointError:
+    """The error for a file that ``torch.load(weights_only=True)`` failed
+    on, from the file itself (never from the text of ``error``)."""
+    size = osp.getsize(filename)
+    with open(filename, 'rb') as f:
+        head = f.read(4)
+    is_zip = zipfile.is_zipfile(filename)
+    if size == 0:
+        what = 'the file has 0 bytes'
+    elif not is_zip and head.startswith(b'PK'):
+        what = (f'{size} bytes: a zip archive without its directory at the '
+                f'end, so it ends early')
+    elif not is_zip and not head.startswith(b'\x80'):
+        return BrokenCheckpointError(
+            f'{filename}: not a checkpoint: its {size} bytes are neither a '
+            f'zip archive (torch.save\'s format) nor a pickle (they start '
+            f'with {head!r}). Check the path. {RETRY}', 'not a checkpoint')
+    else:
+        names, complete = _pickle_globals(filename, is_zip)
+        other = sorted({n for n in names if not n.startswith(_TAKEN)})
+        # refused by the unpickler, not cut short: what it refers to
+        if isinstance(error, pickle.UnpicklingError) and (other or complete):
+            return UnsafeCheckpointError(
+                f'{filename}: refused to load: the checkpoint holds objects '
+                f'that are not allowed in a checkpoint (it refers to '
+                f'{", ".join(other) or "objects outside the allow-list"}). '
+                f'Unpickling it could run code, so nothing in it was run or '
+                f'loaded. mmcpvt loads with torch.load(weights_only=True), '
+                f'which allows {ALLOWED_OBJECTS}. If you trust where the '
+                f'file comes from, load it once where its code may run and '
+                f're-save its tensors alone, e.g. torch.save({{"state_dict": '
+                f'state_dict}}, path).', 'it holds objects that could run '
+                f'code ({", ".join(other) or "outside the allow-list"})')
+        what = (f'{size} bytes, the data ends early' if not complete else
+                f'{size} bytes that torch cannot read: '
+                f'{type(error).__name__}')
+    return BrokenCheckpointError(
+        f'{filename}: the checkpoint is empty or truncated ({what}); the save '
+        f'or download that wrote it was probably interrupted. {RETRY}',
+        f'empty or truncated: {what}')
+
+
+_LOAD_ERRORS = (pickle.UnpicklingError, EOFError, RuntimeError, ValueError,
+                KeyError, AttributeError, IndexError, TypeError)
+
+
+def safe_load(filename: str, map_location=None, mmap: bool = False):
+    """``torch.load(filename, weights_only=True)``; a file it fails on is
+    named, with what is wrong and what to do (:func:`_diagnose`).
+
+    Raises:
+        FileNotFoundError: ``filename`` is not a file.
+        BrokenCheckpointError: empty, truncated, damaged or no checkpoint.
+        UnsafeCheckpointError: the pickle refers to objects outside the
+            allow-list (nothing in it is run).
+    """
     if not osp.isfile(filename):
-        raise FileNotFoundError(f'{filename} can not be found.')
-    return safe_load(filename, map_location)
-
-
-def _explaining(loader):
-    """``loader`` (an mmengine scheme loader) with :func:`
-    explain_load_error`'s errors."""
-
-    @functools.wraps(loader)  # keeps __name__: mmengine logs it
-    def load(filename, map_location=None, *args, **kwargs):
-        try:
-            return loader(filename, map_location, *args, **kwargs)
-        except (pickle.UnpicklingError, EOFError, RuntimeError) as e:
-            error = explain_load_error(filename, e)
-            if error is None:
-                raise
-        raise error
-
-    load.explains_errors = True
-    return load
-
-
-def register_checkpoint_loader():
-    """Put :func:`load_from_local` in mmengine's ``CheckpointLoader`` for
-    local paths, and :func:`explain_load_error`'s messages on its other
-    schemes. Idempotent."""
-    from mmengine.runner import CheckpointLoader
-    for prefix, loader in list(CheckpointLoader._schemes.items()):
-        if prefix == '':
-            new = load_from_local
-        elif getattr(loader, 'explains_errors', False):
-            continue
-        else:
-            new = _explaining(loader)
-        if new is not loader:
-            CheckpointLoader.register_scheme(prefix, new, force=True)
+        raise FileNotFoundError(f'checkpoint file not found: {filename}')
+    try:
+        with weights_only_loads():  # a TORCH_FORCE_* setting cannot clash
+            return torch.load(filename, map_location=map_location,
+                              weights_only=True, mmap=mmap or None)
+    except _LOAD_ERRORS as e:
+        error = _diagnose(filename, e)
+    raise error  # outside the except clause: torch's text does not trail
 
 
 def check_checkpoint(path: str) -> None:
-    """Raise a clear error if the checkpoint file ``path`` cannot be loaded.
+    """Raise a clear error if the local checkpoint file ``path`` cannot be
+    loaded, before anything is built (for ``--resume`` and
+    ``tools/test.py``). A zip-format file is memory-mapped: its tensor data
+    is not read, so the check costs little even for a large file. Not
+    found: damage inside a tensor's bytes of a zip whose directory is
+    intact."""
+    if osp.isfile(path) and zipfile.is_zipfile(path):
+        safe_load(path, map_location='cpu', mmap=True)
+    else:
+        safe_load(path, map_location='cpu')
 
-    For ``--resume`` and ``tools/test.py`` to refuse (or step back from) a
-    bad file before anything is built. The file is read as loading reads it
-    (``torch.load(weights_only=True)`` with mmcpvt's allow-list); a zip-format
-    file (``torch.save``'s default) is memory-mapped, so its tensor data is
-    not read and the check costs little even for a large file.
 
-    Found: an empty file, a truncated one (the zip directory at its end
-    missing, or a legacy-format file ending early), a pickle that refers to
-    objects outside the allow-list (nothing in it is run). Not found:
-    damage inside a tensor's bytes of a zip whose directory is intact.
-
-    Args:
-        path (str): A local checkpoint file.
-
-    Raises:
-        FileNotFoundError: ``path`` is not a file.
-        BrokenCheckpointError: empty or truncated ("re-download it, re-save
-            it, or use the previous checkpoint").
-        UnsafeCheckpointError: the file holds objects that are not allowed.
-    """
-    if not osp.isfile(path):
-        raise FileNotFoundError(f'checkpoint file not found: {path}')
-    safe_load(path, map_location='cpu', mmap=True if zipfile.is_zipfile(path)
-              else None)
+def is_missing_local_file(path) -> bool:
+    """True for a local path (no ``scheme://``) that is not a file."""
+    return '://' not in str(path) and not osp.isfile(str(path))
 
 
 # ----------------------------------------------------------- 3. saving
@@ -347,6 +309,10 @@ def atomic_write(data: bytes, filepath) -> None:
                 os.close(dir_fd)
 
 
+ATOMIC_BACKEND = 'mmcpvt_atomic'
+
+
+@register_backend(ATOMIC_BACKEND)
 class AtomicLocalBackend(LocalBackend):
     """mmengine's ``LocalBackend`` whose writes are atomic.
 
@@ -355,16 +321,13 @@ class AtomicLocalBackend(LocalBackend):
     with ``'wb'`` (emptying the file that was there) and then writes. A
     crash, kill, preemption or full disk during that write leaves a
     truncated ``epoch_N.pth`` under its final name, which ``--resume``
-    (``last_checkpoint``) then picks and fails on. Here :func:`atomic_write`
-    writes a temporary file and renames it: the final name holds the
-    previous file or the complete new one.
+    then picks and fails on. Here :func:`atomic_write` writes a temporary
+    file and renames it: the final name holds the previous file or the
+    complete new one (``put_text``, the ``last_checkpoint`` record, too).
 
-    :func:`register_atomic_local_backend` makes it the ``'local'`` backend
-    (prefix ``''``), so every runner and hook that saves through mmengine's
-    file backends uses it, without a config change. ``put_text`` (the
-    ``last_checkpoint`` record) too. A process killed mid-write leaves at
-    most a hidden ``.epoch_N.pth.<random>.tmp`` beside it, never a file
-    under a checkpoint's name.
+    Registered as the file backend ``'mmcpvt_atomic'``; our configs select
+    it with ``default_hooks.checkpoint.backend_args=dict(backend=
+    'mmcpvt_atomic')``, and ``tools/train.py`` adds that to any config.
     """
 
     def put(self, obj: bytes, filepath) -> None:
@@ -374,32 +337,12 @@ class AtomicLocalBackend(LocalBackend):
         atomic_write(obj.encode(encoding), filepath)
 
 
-def register_atomic_local_backend():
-    """Make :class:`AtomicLocalBackend` mmengine's ``'local'`` file backend
-    (the one ``save_checkpoint`` uses for local paths). Idempotent."""
-    register_backend('local', AtomicLocalBackend, force=True, prefixes='')
-
-
-def setup_checkpoint_io():
-    """The allow-list, the loader and atomic saving for this process (see
-    the module's docstring). Idempotent; called when ``mmcpvt`` is
-    imported."""
-    register_checkpoint_safe_globals()
-    register_checkpoint_loader()
-    register_atomic_local_backend()
-
-
 # ------------------------------------------------------ 4. key checks
 
 
 def _shape(value):
     shape = getattr(value, 'shape', None)
     return None if shape is None else tuple(shape)
-
-
-def _counted(keys):
-    """BatchNorm's step counters are no weights."""
-    return [k for k in keys if not k.endswith('num_batches_tracked')]
 
 
 def _sample(keys, n: int = 3) -> str:
@@ -452,8 +395,8 @@ class KeyMatch:
                 self.wrong_shape.append(k)
             else:
                 self.matched.append(k)
-        self.unexpected = [k for k in _counted(self.offered)
-                           if k not in self.expected]
+        self.unexpected = [k for k in self.offered if k not in self.expected
+                           and not k.endswith('num_batches_tracked')]
 
     @property
     def total(self) -> int:
@@ -567,45 +510,13 @@ def check_state_dict_fits(expected: Mapping, offered: Mapping,
         f'{why}\n{match.details(prefix)}\n{_causes(match)}')
 
 
-class CheckpointFitHook(Hook):
-    """Refuse a ``load_from`` / ``--resume`` checkpoint of which fewer than
-    ``min_fraction`` of the model's tensors fit (names and shapes), before
-    anything is loaded.
-
-    ``tools/test.py`` registers it with ``min_fraction=1.0``: a model tested
-    with some weights left random measures nothing (a classifier checkpoint
-    gives a detector mAP 0.000). Checks the checkpoint as
-    ``Runner.load_checkpoint`` will load it (``state_dict``, ``module.``
-    stripped), in ``after_load_checkpoint``, which the runner calls between
-    reading the file and loading it.
-
-    Args:
-        min_fraction (float): The share of the model's tensors that must
-            fit. Defaults to 1.0.
-    """
-    priority = 'LOWEST'  # after hooks that rewrite the checkpoint (EMA)
-
-    def __init__(self, min_fraction: float = 1.0):
-        self.min_fraction = min_fraction
-
-    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
-        from mmengine.model import is_model_wrapper
-        model = runner.model.module if is_model_wrapper(
-            runner.model) else runner.model
-        state = checkpoint.get('state_dict', checkpoint)
-        state = {re.sub(r'^module\.', '', k): v for k, v in state.items()}
-        why = ('all of them are needed: the rest would be left at random '
-               'weights.' if self.min_fraction >= 1 else
-               f'at least {self.min_fraction:.0%} are needed.')
-        check_state_dict_fits(model.state_dict(), state, self.min_fraction,
-                              owner=type(model).__name__, why=why)
-
-
 def checkpoint_state_dict(filename: str) -> dict:
     """The state dict of a checkpoint file, read through mmengine's loader
-    (for error messages; ``{}`` if it holds none)."""
+    with ``weights_only=True`` (for error messages; ``{}`` if it holds
+    none)."""
     from mmengine.runner.checkpoint import _load_checkpoint
 
     from .convert import unwrap
-    state = unwrap(_load_checkpoint(filename, map_location='cpu'))
+    with weights_only_loads():
+        state = unwrap(_load_checkpoint(filename, map_location='cpu'))
     return state if isinstance(state, dict) else {}

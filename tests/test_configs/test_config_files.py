@@ -2,7 +2,9 @@
 configs, the demo configs and each ``_base_`` file on its own, including the
 bases taken from mmdet, mmseg and mmpretrain (``mmdet::...``), which must be
 found in the installed packages. A leaf config names its library's default
-scope and imports mmcpvt.
+scope and imports mmcpvt, and names mmcpvt's hooks (atomic checkpoints,
+weights-only loads, epoch seeding, the work-dir lock), so that mmdet's and
+mmseg's own train.py run with them too.
 """
 import glob
 import os.path as osp
@@ -32,3 +34,9 @@ def test_config_resolves(path):
     assert cfg.default_scope in ('mmpretrain', 'mmdet', 'mmseg')
     assert 'mmcpvt' in cfg.custom_imports['imports']
     assert cfg.custom_imports.get('allow_failed_imports') is False
+    hooks = cfg.default_hooks
+    assert hooks.checkpoint.backend_args == dict(backend='mmcpvt_atomic')
+    for name, hook in (('weights_only_load', 'WeightsOnlyLoadHook'),
+                       ('epoch_seed', 'EpochSeedHook'),
+                       ('work_dir_lock', 'WorkDirLockHook')):
+        assert hooks[name].type == f'mmcpvt.{hook}', (name, hooks[name])

@@ -1,5 +1,5 @@
 """``--cfg-options`` and ``--work-dir`` of tools/train.py and tools/test.py
-(:func:`mmcpvt.utils.runner.apply_common_args`).
+(:func:`common.apply_common_args`, tools/common.py).
 
 A key that would be silently ignored (a misspelt top-level or nested key)
 and an item that is not ``key=value`` are errors that name the key and say
@@ -11,11 +11,14 @@ the real CPVT-Ti config (nothing is built), once as a subprocess.
 import copy
 import importlib.util
 import os.path as osp
+import sys
 
 import pytest
 
-from mmcpvt.utils import runner as runner_utils
 from tests.utils import ROOT, explain, run_tool
+
+sys.path.insert(0, osp.join(ROOT, 'tools'))
+import common as runner_utils  # noqa: E402
 
 CONFIG = osp.join(ROOT, 'configs', 'cpvt', 'cpvt-tiny_4xb256_in1k.py')
 

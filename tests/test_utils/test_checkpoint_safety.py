@@ -1,11 +1,12 @@
 """Checkpoints load safely and loudly and are never half-written
-(mmcpvt/utils/checkpoint.py, the backbones' load-time check, tools/test.py).
+(mmcpvt/utils/checkpoint.py, mmcpvt/engine/hooks.py, the backbones'
+load-time check, tools/test.py).
 
 Every loading path is exercised as the user reaches it: a backbone's
-``init_cfg=dict(type='Pretrained')``, mmengine's ``load_checkpoint`` (the
-runner's ``load_from``), ``Runner.load_checkpoint`` / ``Runner.resume``
-(``tools/train.py --resume``), ``tools/test.py``, the converters and
-``publish_model.py``.
+``init_cfg=dict(type='Pretrained')``, the runner's ``load_from`` and
+``resume`` with our configs' :class:`WeightsOnlyLoadHook`, ``tools/test.py``,
+the converters and ``publish_model.py``. Checkpoints served by URL:
+tests/test_tools/test_url_checkpoints.py.
 """
 import functools
 import importlib.util
@@ -26,7 +27,8 @@ from mmengine.fileio.backends import LocalBackend
 from mmengine.logging import MessageHub
 from mmengine.runner import load_checkpoint, save_checkpoint
 
-import mmcpvt  # noqa: F401  (loader, allow-list, atomic backend)
+import mmcpvt  # noqa: F401  (allow-list, atomic backend)
+from mmcpvt.engine import WeightsOnlyLoadHook
 from mmcpvt.registry import MODELS
 from mmcpvt.utils.checkpoint import (AtomicLocalBackend,
                                      BrokenCheckpointError,
@@ -250,10 +252,24 @@ def _load_paths(runner, tmp_path):
         except SystemExit as e:
             raise ValueError(str(e))
 
+    def with_hook(load, resume):
+        """``load`` as the runner of one of our configs runs it: after
+        ``before_run`` of :class:`WeightsOnlyLoadHook`."""
+        def run(path):
+            hook = WeightsOnlyLoadHook()
+            runner.cfg.merge_from_dict(dict(load_from=str(path),
+                                            resume=resume))
+            try:
+                hook.before_run(runner)
+                load(str(path))
+            finally:
+                hook.after_run(runner)
+        return run
+
     return dict(
         init_cfg=init_cfg,
-        load_from=lambda p: runner.load_checkpoint(str(p)),
-        resume=lambda p: runner.resume(str(p)),
+        load_from=with_hook(runner.load_checkpoint, resume=False),
+        resume=with_hook(runner.resume, resume=True),
         test_tool=test_tool,
         convert=convert,
         publish=publish,
@@ -334,17 +350,22 @@ def _ckpt(value, n=1 << 16):
     return {'state_dict': {'w': torch.full((n, ), float(value))}}
 
 
+ATOMIC = dict(backend='mmcpvt_atomic')  # as our configs name it
+
+
 def test_runners_save_through_the_atomic_backend(tmp_path):
     path = tmp_path / 'epoch_1.pth'
-    assert type(get_file_backend(str(path))) is AtomicLocalBackend
-    save_checkpoint(_ckpt(1), str(path))
+    assert type(get_file_backend(str(path))) is LocalBackend  # unchanged
+    assert type(get_file_backend(str(path), backend_args=ATOMIC)) is \
+        AtomicLocalBackend
+    save_checkpoint(_ckpt(1), str(path), backend_args=ATOMIC)
     umask = os.umask(0)
     os.umask(umask)
     assert path.stat().st_mode & 0o777 == 0o666 & ~umask
     # a symlink is written through, as open(path, 'wb') does
     link = tmp_path / 'latest.pth'
     link.symlink_to(path)
-    save_checkpoint(_ckpt(2), str(link))
+    save_checkpoint(_ckpt(2), str(link), backend_args=ATOMIC)
     assert link.is_symlink()
     assert torch.load(path)['state_dict']['w'][0] == 2
 
@@ -352,7 +373,7 @@ def test_runners_save_through_the_atomic_backend(tmp_path):
 def test_save_interrupted_in_torch_save_leaves_the_previous_file(
         tmp_path, monkeypatch):
     path = tmp_path / 'epoch_1.pth'
-    save_checkpoint(_ckpt(1), str(path))
+    save_checkpoint(_ckpt(1), str(path), backend_args=ATOMIC)
     real_save = torch.save
 
     def save_half_then_fail(obj, f, *args, **kwargs):
@@ -363,7 +384,7 @@ def test_save_interrupted_in_torch_save_leaves_the_previous_file(
 
     monkeypatch.setattr(torch, 'save', save_half_then_fail)
     with pytest.raises(RuntimeError, match='interrupted'):
-        save_checkpoint(_ckpt(2), str(path))
+        save_checkpoint(_ckpt(2), str(path), backend_args=ATOMIC)
     monkeypatch.undo()
     assert os.listdir(tmp_path) == ['epoch_1.pth']
     assert torch.load(path)['state_dict']['w'][0] == 1
@@ -405,10 +426,11 @@ def test_save_failing_midway_leaves_the_previous_file(tmp_path):
 
     ours = tmp_path / 'ours' / 'epoch_1.pth'
     ours.parent.mkdir()
-    save_checkpoint(_ckpt(1), str(ours))
+    save_checkpoint(_ckpt(1), str(ours), backend_args=ATOMIC)
     before = ours.read_bytes()
     error = _with_file_size_limit(
-        limit, lambda: save_checkpoint(_ckpt(2, n=1 << 18), str(ours)))
+        limit, lambda: save_checkpoint(_ckpt(2, n=1 << 18), str(ours),
+                                       backend_args=ATOMIC))
     assert error is not None, 'the write should have failed'
     assert os.listdir(ours.parent) == ['epoch_1.pth']
     assert ours.read_bytes() == before

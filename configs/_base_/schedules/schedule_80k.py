@@ -17,3 +17,17 @@ param_scheduler = [
         end=80000,
         by_epoch=False)
 ]
+
+# mmcpvt's runner hooks (mmcpvt/engine/hooks.py; here, as mmseg's schedule
+# holds its default_hooks), so that any train.py -- ours, mmdet's or
+# mmseg's -- runs with them: checkpoints written atomically (the
+# 'mmcpvt_atomic' file backend: a crash while saving leaves the previous
+# file, never half a one); every checkpoint unpickled with weights_only=True,
+# by path or URL, a bad load_from / resume file refused with what to do;
+# each epoch seeded from the seed and the epoch (a resumed run trains as the
+# uninterrupted one); a second training in a work dir in use refused.
+default_hooks = dict(
+    checkpoint=dict(backend_args=dict(backend='mmcpvt_atomic')),
+    weights_only_load=dict(type='mmcpvt.WeightsOnlyLoadHook'),
+    epoch_seed=dict(type='mmcpvt.EpochSeedHook'),
+    work_dir_lock=dict(type='mmcpvt.WorkDirLockHook'))

@@ -1,15 +1,97 @@
-"""What tools/train.py and tools/test.py share: the common command-line
-settings and building the runner of the config's library."""
+"""What the tools share: their start-up, the ``--cfg-options`` checks, the
+work dir and the runner of the config's library.
+
+Every tool begins with::
+
+    sys.path.insert(0, <this folder>)
+    import common  # noqa: E402
+    common.setup()
+
+:func:`setup` makes ``mmcpvt`` importable from a clone and sets
+``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1`` for the process: every ``torch.load``
+of a tool (``load_from``, ``--resume``, ``init_cfg``, a test checkpoint,
+a converter's input), by a local path or a URL, unpickles with
+``weights_only=True``.
+
+Distributed runs on a machine without a GPU: :mod:`cpu_dist`.
+"""
 import argparse
 import difflib
 import inspect
 import logging
+import os
 import os.path as osp
 import sys
 from typing import Dict, List, Optional
 
-from mmengine.config import Config, DictAction
-from mmengine.logging import print_log
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+FORCE = 'TORCH_FORCE_WEIGHTS_ONLY_LOAD'
+FORCE_OFF = 'TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD'
+
+
+def setup() -> None:
+    """``mmcpvt`` importable (from a clone if it is not installed), and
+    every ``torch.load`` of this process with ``weights_only=True``
+    (``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``, which asks for the opposite, is
+    unset with a warning: torch refuses both)."""
+    if os.environ.pop(FORCE_OFF, None) is not None:
+        print(f'{osp.basename(sys.argv[0])}: warning: {FORCE_OFF} is '
+              'ignored: mmcpvt\'s tools load every checkpoint with '
+              'weights_only=True', file=sys.stderr)
+    os.environ[FORCE] = '1'
+    try:
+        import mmcpvt  # noqa: F401
+    except ImportError:  # not installed: run from a clone
+        sys.path.insert(0, ROOT)
+
+
+from mmengine.config import Config, DictAction  # noqa: E402
+from mmengine.logging import print_log  # noqa: E402
+
+# The hooks of mmcpvt.engine that every config of ours names in
+# default_hooks; tools/train.py adds those a config lacks.
+MMCPVT_HOOKS = dict(
+    weights_only_load=dict(type='mmcpvt.WeightsOnlyLoadHook'),
+    epoch_seed=dict(type='mmcpvt.EpochSeedHook'),
+    work_dir_lock=dict(type='mmcpvt.WorkDirLockHook'))
+
+
+def add_mmcpvt_hooks(cfg: Config) -> None:
+    """Atomic checkpoint saving and :data:`MMCPVT_HOOKS`, where ``cfg``
+    does not set them (a user's own config)."""
+    hooks = cfg.setdefault('default_hooks', {})
+    for name, hook in MMCPVT_HOOKS.items():
+        hooks.setdefault(name, hook)
+    checkpoint = hooks.get('checkpoint', None)
+    if checkpoint is not None and checkpoint.get('backend_args') is None:
+        checkpoint['backend_args'] = dict(backend='mmcpvt_atomic')
+
+
+def missing_file(path: str) -> bool:
+    """True for a local path (no ``scheme://``) that is not a file."""
+    return '://' not in str(path) and not osp.isfile(str(path))
+
+
+def parse_args(parser: argparse.ArgumentParser, argv=None):
+    """``parser`` (its ``config`` argument first) with the options every
+    runner tool takes: ``--cfg-options``, ``--launcher``, ``--local-rank``;
+    the parsed arguments, the config file checked."""
+    parser.add_argument(
+        '--cfg-options', nargs='+', action=CfgOptionsAction,
+        help='override settings in the config: key=value pairs, e.g. '
+        'train_dataloader.batch_size=32; a list is key="[a,b]". A top-level '
+        'key the config does not have (unless the runner reads it) and a '
+        'near-misspelling of an existing key are refused.')
+    parser.add_argument('--launcher', default='none',
+                        choices=['none', 'pytorch', 'slurm', 'mpi'])
+    # torchrun passes --local-rank (torch >= 2.0), older launchers
+    # --local_rank
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    args = parser.parse_args(argv)
+    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
+    if not osp.isfile(args.config):
+        parser.error(f'config file not found: {args.config}')
+    return args
 
 
 class CfgOptionsAction(DictAction):
@@ -224,18 +306,19 @@ def apply_common_args(cfg: Config, args) -> Config:
     return cfg
 
 
+# backends that exist only with their accelerator; 'gloo' and 'mpi' run on
+# CPUs
+
+
 def build_runner(cfg: Config):
     """The runner; it switches to ``cfg.default_scope``, which imports the
-    registries of mmpretrain, mmdet or mmseg as needed.
-
-    A distributed run (``cfg.launcher`` not 'none') on a machine without a
-    GPU gets its gloo process group here, before the runner, which would
-    ask for a CUDA device (:func:`mmcpvt.utils.dist.setup_cpu_dist`).
-    """
+    registries of mmpretrain, mmdet or mmseg as needed. A distributed run on
+    a machine without a GPU gets its gloo process group first
+    (:func:`setup_cpu_dist`)."""
     from mmengine.registry import RUNNERS
     from mmengine.runner import Runner
 
-    from .dist import setup_cpu_dist
+    from cpu_dist import setup_cpu_dist
     setup_cpu_dist(cfg)
     if 'runner_type' not in cfg:
         return Runner.from_cfg(cfg)

@@ -7,8 +7,8 @@ group ("Found no NVIDIA driver"), whatever ``env_cfg.dist_cfg.backend``
 says; and ``Runner.wrap_model`` passes ``device_ids=[LOCAL_RANK]`` to
 ``MMDistributedDataParallel``, which torch refuses for a module on the CPU.
 
-:func:`setup_cpu_dist` is called by :func:`mmcpvt.utils.runner.build_runner`
-(so by ``tools/train.py`` and ``tools/test.py``) before the runner exists.
+:func:`setup_cpu_dist` is called by :func:`common.build_runner` (so by
+``tools/train.py`` and ``tools/test.py``) before the runner exists.
 Where no CUDA, NPU, MLU or MUSA device is available and the launcher is not
 'none', it
 

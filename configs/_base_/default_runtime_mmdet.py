@@ -1,0 +1,15 @@
+# mmdet's runtime (default scope 'mmdet').
+_base_ = 'mmdet::_base_/default_runtime.py'
+
+# mmcpvt's runner hooks (mmcpvt/engine/hooks.py), so that any train.py --
+# ours, mmdet's or mmseg's -- runs with them: checkpoints written atomically
+# (the 'mmcpvt_atomic' file backend: a crash while saving leaves the previous
+# file, never half a one); every checkpoint unpickled with weights_only=True,
+# by path or URL, a bad load_from / resume file refused with what to do;
+# each epoch seeded from the seed and the epoch (a resumed run trains as the
+# uninterrupted one); a second training in a work dir in use refused.
+default_hooks = dict(
+    checkpoint=dict(backend_args=dict(backend='mmcpvt_atomic')),
+    weights_only_load=dict(type='mmcpvt.WeightsOnlyLoadHook'),
+    epoch_seed=dict(type='mmcpvt.EpochSeedHook'),
+    work_dir_lock=dict(type='mmcpvt.WorkDirLockHook'))

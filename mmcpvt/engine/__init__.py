@@ -1,0 +1,7 @@
+from .hooks import (CheckpointFitHook, EpochSeedHook, WeightsOnlyLoadHook,
+                    WorkDirLockHook)
+
+__all__ = [
+    'CheckpointFitHook', 'EpochSeedHook', 'WeightsOnlyLoadHook',
+    'WorkDirLockHook'
+]

@@ -1,0 +1,191 @@
+"""Runner hooks that a config names (``default_hooks`` of our configs;
+``tools/train.py`` adds them to any config), so that mmdet's and mmseg's
+own ``tools/train.py`` get them too.
+
+- :class:`WeightsOnlyLoadHook`: every checkpoint of the run is unpickled
+  with ``weights_only=True``, whatever its scheme; a bad local file is
+  refused with a clear error before the runner loads it.
+- :class:`EpochSeedHook`: each epoch draws its random numbers from the seed
+  and the epoch alone, so that a resumed run trains as the uninterrupted
+  one.
+- :class:`WorkDirLockHook`: a second training in a work dir in use is
+  refused (it would overwrite the first's checkpoints).
+- :class:`CheckpointFitHook`: a checkpoint whose tensors do not fit the
+  model is refused before it is loaded.
+"""
+import contextlib
+import os
+import os.path as osp
+import re
+import socket
+
+from mmengine.hooks import Hook
+from mmengine.logging import print_log
+from mmengine.runner import find_latest_checkpoint, set_random_seed
+
+from mmcpvt.registry import register_hook
+from mmcpvt.utils.checkpoint import (check_checkpoint, check_state_dict_fits,
+                                     weights_only_loads)
+
+
+@register_hook
+class WeightsOnlyLoadHook(Hook):
+    """From ``before_run`` to ``after_run``, every ``torch.load`` of the
+    process uses ``weights_only=True`` (``TORCH_FORCE_WEIGHTS_ONLY_LOAD``,
+    :func:`mmcpvt.utils.checkpoint.weights_only_loads`): the runner's
+    ``load_from`` and ``resume`` and the models' ``init_cfg`` Pretrained
+    loads run after ``before_run``, by a local path or a URL alike. The
+    local checkpoint the runner is about to load is checked first
+    (:func:`mmcpvt.utils.checkpoint.check_checkpoint`): an empty, truncated
+    or unsafe file is refused with what to do."""
+
+    priority = 'VERY_HIGH'
+
+    def __init__(self):
+        self._loads = None
+
+    def before_run(self, runner) -> None:
+        if self._loads is None:
+            self._loads = contextlib.ExitStack()
+            self._loads.enter_context(weights_only_loads())
+        load_from = runner.cfg.get('load_from', None)
+        if load_from is None and runner.cfg.get('resume', False):
+            load_from = find_latest_checkpoint(runner.work_dir)
+        if load_from is not None and '://' not in str(load_from):
+            check_checkpoint(str(load_from))
+
+    def after_run(self, runner) -> None:
+        if self._loads is not None:
+            self._loads.close()
+            self._loads = None
+
+
+@register_hook
+class EpochSeedHook(Hook):
+    """Seed ``random``, numpy and torch at the start of each training epoch
+    from the run's seed and the epoch alone.
+
+    mmengine seeds the generators once, when the runner is built, and does
+    not save their state in checkpoints; a resumed run would augment its
+    data (and drop paths) differently from the run it continues. Seeded per
+    epoch, an epoch trained again after a crash draws what it drew the
+    first time, and validation between epochs (whose data loader draws from
+    torch's generator) does not shift the next epoch. ``runner.seed`` is the
+    configured seed or, without one, the random seed mmengine drew and
+    saved in the checkpoint's meta. (An iteration-based loop calls
+    ``before_train_epoch`` once: it is seeded once, as mmengine does.)
+    """
+
+    priority = 'VERY_HIGH'  # before any hook that draws random numbers
+
+    # a prime stride: with randomness.diff_rank_seed, rank r uses seed + r,
+    # and no rank's epoch stream is another's
+    STRIDE = 1_000_003
+
+    def before_train_epoch(self, runner) -> None:
+        set_random_seed((runner.seed + runner.epoch * self.STRIDE) % 2**32)
+
+
+@register_hook
+class WorkDirLockHook(Hook):
+    """Refuse to train in a work dir where another training runs.
+
+    Two trainings in one work dir both write ``epoch_N.pth`` and
+    ``last_checkpoint``: the second overwrites the first's checkpoints. The
+    first holds ``<work_dir>/.train.lock`` (its host and process id) from
+    ``before_train`` to ``after_train``. A lock left by a process that no
+    longer runs on this host (a killed run) is taken over, with a warning;
+    one from another host is refused, as its process cannot be checked.
+    Only rank 0 locks.
+    """
+
+    NAME = '.train.lock'
+
+    def __init__(self):
+        self._path = None
+
+    def before_train(self, runner) -> None:
+        if runner.rank != 0:
+            return
+        path = osp.join(runner.work_dir, self.NAME)
+        me = f'{socket.gethostname()} {os.getpid()}'
+        for _ in range(2):
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                self._check_stale(path)
+                continue
+            with os.fdopen(fd, 'w') as f:
+                f.write(me)
+            self._path = path
+            return
+
+    @staticmethod
+    def _check_stale(path: str) -> None:
+        """Remove the lock at ``path`` if its process is gone; raise if it
+        may still run."""
+        with open(path) as f:
+            owner = f.read().split()
+        host, pid = (owner + ['?', '0'])[:2]
+        alive = True
+        if host == socket.gethostname() and pid.isdigit():
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                alive = False
+            except PermissionError:
+                pass
+        if alive:
+            raise RuntimeError(
+                f'work dir {osp.dirname(path)} is in use by another training '
+                f'(host {host}, process {pid}, lock file {path}): a second '
+                f'run would overwrite its checkpoints. Wait for it to end, '
+                f'stop it, or give this run another work dir (--work-dir); '
+                f'if that run is over, delete {path}.')
+        print_log(f'{path}: process {pid} of {host} has ended without '
+                  f'releasing the work dir; taking it over',
+                  logger='current', level='WARNING')
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+
+    def after_train(self, runner) -> None:
+        if self._path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(self._path)
+            self._path = None
+
+
+@register_hook
+class CheckpointFitHook(Hook):
+    """Refuse a ``load_from`` / ``resume`` checkpoint of which fewer than
+    ``min_fraction`` of the model's tensors fit (names and shapes), before
+    anything is loaded.
+
+    ``tools/test.py`` registers it with ``min_fraction=1.0``: a model tested
+    with some weights left random measures nothing (a classifier checkpoint
+    gives a detector mAP 0.000); ``tools/train.py --resume`` too (mmengine
+    would load the tensors that fit and train on with the rest at random).
+    Checks the checkpoint as ``Runner.load_checkpoint`` will load it
+    (``state_dict``, ``module.`` stripped), in ``after_load_checkpoint``,
+    which the runner calls between reading the file and loading it.
+
+    Args:
+        min_fraction (float): The share of the model's tensors that must
+            fit. Defaults to 1.0.
+    """
+    priority = 'LOWEST'  # after hooks that rewrite the checkpoint (EMA)
+
+    def __init__(self, min_fraction: float = 1.0):
+        self.min_fraction = min_fraction
+
+    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+        from mmengine.model import is_model_wrapper
+        model = runner.model.module if is_model_wrapper(
+            runner.model) else runner.model
+        state = checkpoint.get('state_dict', checkpoint)
+        state = {re.sub(r'^module\.', '', k): v for k, v in state.items()}
+        why = ('all of them are needed: the rest would be left at random '
+               'weights.' if self.min_fraction >= 1 else
+               f'at least {self.min_fraction:.0%} are needed.')
+        check_state_dict_fits(model.state_dict(), state, self.min_fraction,
+                              owner=type(model).__name__, why=why)

@@ -1,0 +1,100 @@
+"""What ``tools/train.py --resume`` does: pick the checkpoint (the newest
+intact one of the work dir, when no path is given) and refuse one of
+another model."""
+import os
+import os.path as osp
+import re
+
+from mmengine.config import Config
+from mmengine.logging import print_log
+
+from mmcpvt.engine import CheckpointFitHook
+from mmcpvt.utils.checkpoint import (CheckpointError, CheckpointMismatchError,
+                                     check_checkpoint)
+
+
+def checkpoint_problem(path: str):
+    """What is wrong with the checkpoint file ``path``, or None."""
+    try:
+        check_checkpoint(path)
+    except CheckpointError as e:
+        return e.what
+    return None
+
+
+def resume_latest(cfg: Config) -> None:
+    """``--resume`` without a path: the checkpoint named in the work dir's
+    ``last_checkpoint`` (the one of this work dir if the record names
+    another: a copied or moved work dir), else the newest intact
+    ``epoch_N.pth`` / ``iter_N.pth`` (highest N: a copied work dir keeps
+    names, not times), with a warning; none at all is a fresh start (from
+    ``load_from`` if the config has one)."""
+    work_dir, record = cfg.work_dir, osp.join(cfg.work_dir, 'last_checkpoint')
+    numbered = sorted(
+        (int(m.group(1)), osp.join(work_dir, name))
+        for name in (os.listdir(work_dir) if osp.isdir(work_dir) else [])
+        for m in [re.match(r'^(?:epoch|iter)_(\d+)\.pth$', name)] if m)
+    candidates = [path for _, path in reversed(numbered)]
+    why = f'{record} is missing'
+    if osp.isfile(record):
+        with open(record) as f:
+            latest = f.read().strip()
+        if '://' in latest:
+            cfg.resume, cfg.load_from = True, latest
+            return
+        if osp.realpath(osp.dirname(latest)) != osp.realpath(work_dir):
+            print_log(f'--resume: {record} names {latest}, outside the work '
+                      f'dir; resuming in this work dir', logger='current',
+                      level='WARNING')
+            latest = osp.join(work_dir, osp.basename(latest))
+        candidates = [latest] + [p for p in candidates if p != latest]
+        why = (f'the latest checkpoint {latest} (named in {record}) cannot '
+               'be loaded')
+    if not candidates:
+        start = (f'load_from={cfg.load_from}' if cfg.get('load_from') else
+                 'scratch')
+        print_log(f'--resume: no checkpoint in {work_dir} yet, training '
+                  f'starts from {start}', logger='current', level='WARNING')
+        cfg.resume = False
+        return
+    damaged = []
+    for path in candidates:
+        problem = 'missing' if not osp.isfile(path) else checkpoint_problem(path)
+        if problem is None:
+            cfg.resume, cfg.load_from = True, path
+            if damaged or not osp.isfile(record):
+                listing = '; '.join(f'{p}: {w}' for p, w in damaged)
+                print_log(
+                    f'--resume: {why}{": " + listing if damaged else ""}. '
+                    f'Resuming from {path}, the newest intact checkpoint of '
+                    f'the work dir; the epochs (or iterations) after it are '
+                    f'trained again.', logger='current', level='WARNING')
+            return
+        damaged.append((path, problem))
+    listing = '; '.join(f'{p}: {w}' for p, w in damaged)
+    raise SystemExit(
+        f'train.py: error: --resume: no intact checkpoint to resume from in '
+        f'{work_dir}. Damaged: {listing}. To train from scratch, delete or '
+        f'move the damaged files and {record}; to resume from a copy kept '
+        'elsewhere, pass it: --resume PATH')
+
+
+class ResumeFitHook(CheckpointFitHook):
+    """Refuse to resume from a checkpoint of another model: every tensor of
+    the model must be in it with its shape (mmengine would load what fits
+    and train on with the rest at random)."""
+
+    def __init__(self, filename: str, config: str):
+        super().__init__(min_fraction=1.0)
+        self.filename, self.config = filename, config
+
+    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+        try:
+            super().after_load_checkpoint(runner, checkpoint)
+        except CheckpointMismatchError as e:
+            raise SystemExit(
+                f'train.py: error: --resume {self.filename}: it is not a '
+                f'checkpoint of the model of {self.config}: {e}\nResume with '
+                'the config it was trained with; to start this config from '
+                'the tensors that fit (fine-tuning), pass --cfg-options '
+                f'load_from={self.filename} instead of --resume') from None

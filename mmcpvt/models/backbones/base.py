@@ -214,7 +214,7 @@ class BaseBackbone(BaseModule):
             for p in positions
         })
         for peg in pegs.values():
-            if peg.crop and not self.pegs_may_shrink:
+            if peg.padding < peg.kernel_size // 2 and not self.pegs_may_shrink:
                 raise ValueError(
                     f'{type(self).__name__}: peg_cfg padding={peg.padding} '
                     f'shrinks the token map (kernel_size {peg.kernel_size} '

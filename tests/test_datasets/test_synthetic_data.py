@@ -467,6 +467,22 @@ def test_overwrite_deletes_only_what_the_generator_wrote(tmp_path, name):
     assert len(_files(out)) < len(generated)
 
 
+@pytest.mark.parametrize('name', GENERATORS)
+def test_out_that_is_a_file_is_refused_first(tmp_path, name):
+    """--out naming a file: refused before anything else (here a size too
+    small), with the option, the path and what is allowed; nothing
+    written."""
+    make, kwargs, _ = GENERATORS[name]
+    path = tmp_path / 'FILE'
+    path.write_text('a file')
+    with pytest.raises(FileExistsError) as e:
+        make(str(path), **dict(kwargs, size=1))
+    assert str(e.value) == (f'--out {path} is a file, not a directory. Give '
+                            f'a directory for the data set (it is made if '
+                            f'missing).')
+    assert _files(tmp_path) == ['FILE'] and path.read_text() == 'a file'
+
+
 def test_overwrite_of_a_set_made_before_the_file_list(tmp_path):
     """A marker without a file list (written by an earlier version): the
     files are worked out from its arguments, with the same rule."""

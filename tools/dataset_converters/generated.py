@@ -26,11 +26,14 @@ image (``"complete": false``) and again once the set is complete. So:
 Markers written before the list existed hold the arguments only: the list
 is then worked out from them (``files_of``).
 
-Example (one generator)::
+Example (a generator ``make_x.py`` of function ``make_x``)::
 
     GENERATOR = Generator('make_x.py', x_files)
+    # in make_x(out_dir, ...): check, make way, write, record
     info = GENERATOR.write(out_dir, args, checks, overwrite, progress,
                            total, write_images)
+    # in main(): the options are make_x's parameters
+    info, out = GENERATOR.main(make_x, __doc__)
 """
 import argparse
 import inspect

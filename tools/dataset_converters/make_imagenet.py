@@ -108,29 +108,19 @@ def _image_rng(seed: int, split: str, label: int, index: int):
     return np.random.default_rng([seed, SPLIT_IDS[split], label, index])
 
 
-def _train_name(wnid: str, index: int) -> str:
-    """Image ``index`` (from 0) of class ``wnid``, relative to train/."""
-    return f'{wnid}/{wnid}_{index + 1}.JPEG'
-
-
-def _val_name(index: int) -> str:
-    """Validation image ``index`` (from 0), relative to val/."""
-    return f'ILSVRC2012_val_{index + 1:08d}.JPEG'
-
-
 def _images(info: dict) -> List[Tuple[str, str, int, int]]:
     """``(split, name, label, index)`` of every image of a set made with
-    ``info`` (its arguments with the wnids), in the order written; ``name``
-    is relative to ``split``/ and ``index`` counts the images of its class
-    in the split."""
-    images = [('train', _train_name(wnid, i), label, i)
+    ``info`` (its arguments with the wnids), in the order written: ``name``
+    (relative to ``split``/) is ImageNet's, ``index`` counts the images of
+    its class in the split, from 0."""
+    images = [('train', f'{wnid}/{wnid}_{i + 1}.JPEG', label, i)
               for label, wnid in enumerate(info['wnids'])
               for i in range(info['train_per_class'])]
     # The real validation set is one flat folder, classes interleaved.
     val = [(label, i) for label in range(len(info['wnids']))
            for i in range(info['val_per_class'])]
     order = np.random.default_rng([info['seed'], 99]).permutation(len(val))
-    return images + [('val', _val_name(n), *val[j])
+    return images + [('val', f'ILSVRC2012_val_{n + 1:08d}.JPEG', *val[j])
                      for n, j in enumerate(order)]
 
 

@@ -1,6 +1,7 @@
 """What ``tools/train.py --resume`` does: pick the checkpoint (the newest
 intact one of the work dir, when no path is given) and refuse one of
 another model."""
+import logging
 import os
 import os.path as osp
 import re
@@ -11,6 +12,10 @@ from mmengine.logging import print_log
 from mmcpvt.engine import CheckpointFitHook
 from mmcpvt.utils.checkpoint import (CheckpointError, CheckpointMismatchError,
                                      check_checkpoint)
+
+
+def _warn(message: str) -> None:
+    print_log(message, logger='current', level=logging.WARNING)
 
 
 def checkpoint_problem(path: str):
@@ -43,9 +48,8 @@ def resume_latest(cfg: Config) -> None:
             cfg.resume, cfg.load_from = True, latest
             return
         if osp.realpath(osp.dirname(latest)) != osp.realpath(work_dir):
-            print_log(f'--resume: {record} names {latest}, outside the work '
-                      f'dir; resuming in this work dir', logger='current',
-                      level='WARNING')
+            _warn(f'--resume: {record} names {latest}, outside the work dir '
+                  '(a copied or moved work dir); resuming in this work dir')
             latest = osp.join(work_dir, osp.basename(latest))
         candidates = [latest] + [p for p in candidates if p != latest]
         why = (f'the latest checkpoint {latest} (named in {record}) cannot '
@@ -53,22 +57,22 @@ def resume_latest(cfg: Config) -> None:
     if not candidates:
         start = (f'load_from={cfg.load_from}' if cfg.get('load_from') else
                  'scratch')
-        print_log(f'--resume: no checkpoint in {work_dir} yet, training '
-                  f'starts from {start}', logger='current', level='WARNING')
+        _warn(f'--resume: no checkpoint in {work_dir} yet, training starts '
+              f'from {start}')
         cfg.resume = False
         return
     damaged = []
     for path in candidates:
-        problem = 'missing' if not osp.isfile(path) else checkpoint_problem(path)
+        problem = (checkpoint_problem(path) if osp.isfile(path) else
+                   'the file does not exist')
         if problem is None:
             cfg.resume, cfg.load_from = True, path
             if damaged or not osp.isfile(record):
                 listing = '; '.join(f'{p}: {w}' for p, w in damaged)
-                print_log(
-                    f'--resume: {why}{": " + listing if damaged else ""}. '
-                    f'Resuming from {path}, the newest intact checkpoint of '
-                    f'the work dir; the epochs (or iterations) after it are '
-                    f'trained again.', logger='current', level='WARNING')
+                _warn(f'--resume: {why}{": " + listing if damaged else ""}. '
+                      f'Resuming from {path}, the newest intact checkpoint '
+                      'of the work dir; the epochs (or iterations) after it '
+                      'are trained again.')
             return
         damaged.append((path, problem))
     listing = '; '.join(f'{p}: {w}' for p, w in damaged)

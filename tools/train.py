@@ -76,7 +76,8 @@ def merge_args(cfg: Config, args) -> Config:
     if args.resume == 'auto':
         resume_latest(cfg)
     elif args.resume is not None:
-        problem = None if '://' in args.resume else checkpoint_problem(args.resume)
+        problem = (None if '://' in args.resume else
+                   checkpoint_problem(args.resume))
         if problem is not None:
             raise SystemExit(
                 f'train.py: error: --resume {args.resume}: cannot resume from '

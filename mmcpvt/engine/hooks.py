@@ -14,6 +14,7 @@ own ``tools/train.py`` get them too.
   model is refused before it is loaded.
 """
 import contextlib
+import logging
 import os
 import os.path as osp
 import re
@@ -144,7 +145,7 @@ class WorkDirLockHook(Hook):
                 f'if that run is over, delete {path}.')
         print_log(f'{path}: process {pid} of {host} has ended without '
                   f'releasing the work dir; taking it over',
-                  logger='current', level='WARNING')
+                  logger='current', level=logging.WARNING)
         with contextlib.suppress(FileNotFoundError):
             os.remove(path)
 

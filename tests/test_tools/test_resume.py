@@ -199,8 +199,8 @@ def test_kill_mid_epoch_then_resume_gives_uninterrupted_weights(
     # both runs' logs are kept, the first one as the kill left it
     first, second = run_logs(work_dir)
     assert first == killed_log
-    assert re.search(r'Auto resumed from the latest checkpoint \S*epoch_1'
-                     r'\.pth', second), second[-3000:]
+    assert re.search(r'Load checkpoint from \S*epoch_1\.pth', second), \
+        second[-3000:]
     assert 'resumed epoch: 1, iter: 4' in second
     assert re.search(r'Epoch\(train\)\s+\[2\]\[1/4\]', second)
     assert not re.search(r'Epoch\(train\)\s+\[1\]', second)
@@ -238,7 +238,7 @@ def train_tool(monkeypatch):
     train = load_train()
     train.warnings = []
     monkeypatch.setattr(
-        train, 'print_log',
+        sys.modules['resume'], 'print_log',
         lambda msg, logger=None, level=None: train.warnings.append(msg))
     return train
 
@@ -296,6 +296,23 @@ def test_resume_without_last_checkpoint_takes_newest(tiny, uninterrupted,
     cfg = train_tool.merge_args(train_tool.Config.fromfile(config), args)
     assert cfg.resume and cfg.load_from == osp.join(work_dir, 'epoch_3.pth')
     assert 'last_checkpoint is missing' in train_tool.warnings[0]
+
+
+def test_resume_in_a_copied_work_dir_stays_there(tiny, uninterrupted,
+                                                 tmp_path, train_tool):
+    """``last_checkpoint`` holds an absolute path: in a copied work dir it
+    names the original's checkpoint. Resuming takes this work dir's copy,
+    with a warning, never the other directory's file."""
+    _, config, _ = tiny
+    work_dir = str(tmp_path / 'copy')
+    shutil.copytree(uninterrupted, work_dir,
+                    ignore=shutil.ignore_patterns('2*'))
+    args = train_tool.parse_args([config, '--work-dir', work_dir,
+                                  '--resume'])
+    cfg = train_tool.merge_args(train_tool.Config.fromfile(config), args)
+    assert cfg.resume and cfg.load_from == osp.join(work_dir, 'epoch_3.pth')
+    warning, = train_tool.warnings
+    assert 'outside the work dir' in warning and work_dir in warning
 
 
 def test_first_resume_starts_from_load_from(tiny, uninterrupted, tmp_path,

@@ -1,0 +1,128 @@
+"""mmcpvt/engine/hooks.py and what ``import mmcpvt`` leaves alone.
+
+Importing mmcpvt registers its modules and changes nothing else: mmengine's
+file backends and checkpoint loaders and mmpretrain's model hub methods are
+the very objects they were. What mmcpvt adds to a run comes from hooks its
+configs name: weights-only loads with a bad local file refused, the
+work-dir lock.
+"""
+import os
+import os.path as osp
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+import torch
+from mmengine.config import Config
+
+from mmcpvt.engine import WeightsOnlyLoadHook, WorkDirLockHook
+from mmcpvt.utils.checkpoint import BrokenCheckpointError
+from tests.utils import ROOT, explain
+
+SNAPSHOT = '''
+import mmengine.fileio.backends.registry_utils as files
+from mmengine.runner import CheckpointLoader
+from mmpretrain.apis.model import ModelHub
+before = (dict(files.backends), dict(files.prefix_to_backends),
+          dict(CheckpointLoader._schemes), dict(vars(ModelHub)))
+import mmcpvt
+after = (dict(files.backends), dict(files.prefix_to_backends),
+         dict(CheckpointLoader._schemes), dict(vars(ModelHub)))
+for name, old, new in zip(('backends', 'prefixes', 'schemes', 'ModelHub'),
+                          before, after):
+    changed = sorted(k for k in old if new.get(k) is not old[k])
+    added = sorted(set(new) - set(old))
+    print(name, changed, added)
+from mmpretrain import list_models
+print('listed', 'cpvt-tiny_4xb256_in1k' in list_models())
+'''
+
+
+def test_import_changes_nothing_in_mmengine():
+    """A user who adds ``custom_imports=dict(imports=['mmcpvt'])`` to a
+    config of their own gets mmengine's own saving and loading; mmcpvt adds
+    one backend under its own name, and its classifiers to mmpretrain's hub
+    through ``ModelHub.register_model_index`` (not by replacing a
+    method)."""
+    proc = subprocess.run([sys.executable, '-c', SNAPSHOT], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, explain(proc)
+    lines = proc.stdout.strip().splitlines()[-5:]
+    assert lines == [
+        "backends [] ['mmcpvt_atomic']", 'prefixes [] []', 'schemes [] []',
+        "ModelHub [] []", 'listed True'
+    ], explain(proc)
+
+
+@pytest.fixture
+def runner(tmp_path):
+    return SimpleNamespace(cfg=Config(), work_dir=str(tmp_path), rank=0)
+
+
+def test_weights_only_hook_sets_and_restores_torch_setting(runner,
+                                                           monkeypatch):
+    monkeypatch.delenv('TORCH_FORCE_WEIGHTS_ONLY_LOAD', raising=False)
+    monkeypatch.setenv('TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD', '1')
+    hook = WeightsOnlyLoadHook()
+    hook.before_run(runner)
+    assert os.environ['TORCH_FORCE_WEIGHTS_ONLY_LOAD'] == '1'
+    assert 'TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD' not in os.environ
+    hook.after_run(runner)
+    assert 'TORCH_FORCE_WEIGHTS_ONLY_LOAD' not in os.environ
+    assert os.environ['TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD'] == '1'
+
+
+def test_weights_only_hook_refuses_a_bad_load_from(runner, tmp_path):
+    bad = tmp_path / 'epoch_1.pth'
+    bad.write_bytes(b'')
+    runner.cfg.load_from = str(bad)
+    hook = WeightsOnlyLoadHook()
+    with pytest.raises(BrokenCheckpointError, match='0 bytes'):
+        hook.before_run(runner)
+    hook.after_run(runner)
+    # resume=True without load_from: the work dir's latest checkpoint
+    runner.cfg = Config(dict(resume=True))
+    (tmp_path / 'last_checkpoint').write_text(str(bad))
+    with pytest.raises(BrokenCheckpointError, match=str(bad)):
+        hook.before_run(runner)
+    hook.after_run(runner)
+    torch.save({'state_dict': {}}, bad)
+    hook.before_run(runner)
+    hook.after_run(runner)
+
+
+def test_second_training_in_a_work_dir_is_refused(runner, tmp_path):
+    first, second = WorkDirLockHook(), WorkDirLockHook()
+    first.before_train(runner)
+    lock = tmp_path / WorkDirLockHook.NAME
+    assert lock.read_text().split()[1] == str(os.getpid())
+    with pytest.raises(RuntimeError) as e:
+        second.before_train(runner)
+    msg = str(e.value)
+    assert f'work dir {tmp_path} is in use by another training' in msg
+    assert f'process {os.getpid()}' in msg and '--work-dir' in msg
+    first.after_train(runner)
+    assert not lock.exists()
+    second.before_train(runner)  # free again
+    second.after_train(runner)
+
+
+def test_lock_of_an_ended_process_is_taken_over(runner, tmp_path, capsys):
+    import socket
+    ended = subprocess.run([sys.executable, '-c', 'import os; '
+                            'print(os.getpid())'], capture_output=True,
+                           text=True, check=True).stdout.strip()
+    lock = tmp_path / WorkDirLockHook.NAME
+    lock.write_text(f'{socket.gethostname()} {ended}')
+    hook = WorkDirLockHook()
+    hook.before_train(runner)  # a warning, no error
+    assert lock.read_text().split()[1] == str(os.getpid())
+    hook.after_train(runner)
+    assert not lock.exists()
+
+
+def test_only_rank_0_locks(runner, tmp_path):
+    runner.rank = 1
+    WorkDirLockHook().before_train(runner)
+    assert not osp.exists(tmp_path / WorkDirLockHook.NAME)

@@ -7,6 +7,7 @@ from urllib.parse import urlparse
 import torch
 import torch.nn as nn
 import torch.utils.checkpoint as cp
+from mmcv.cnn.bricks.transformer import PatchEmbed
 from mmengine.logging import MMLogger
 from mmengine.model import BaseModule, ModuleDict
 from mmengine.model.weight_init import trunc_normal_
@@ -26,6 +27,15 @@ BEFORE_FIRST_BLOCK = -1
 # Parameters initialised like a Linear weight (truncated normal, std .02).
 TRUNC_NORMAL_PARAMS = ('cls_token', 'pos_embed',
                        'relative_position_bias_table', 'relative_key_table')
+
+
+def patch_embed(in_channels: int, embed_dims: int, patch_size: int,
+                **kwargs) -> PatchEmbed:
+    """A patch embedding that pads the bottom/right to a multiple of the
+    patch size, so that any input size works."""
+    return PatchEmbed(in_channels=in_channels, embed_dims=embed_dims,
+                      conv_type='Conv2d', kernel_size=patch_size,
+                      stride=patch_size, padding='corner', **kwargs)
 
 
 def _missing_local_file(path) -> bool:
@@ -89,10 +99,21 @@ class BaseBackbone(BaseModule):
         self._register_load_state_dict_pre_hook(self._convert_official_keys)
         self._register_load_state_dict_pre_hook(self._check_checkpoint_fits)
 
+    # Checked arguments kept as attributes of the same name (``arch``: as
+    # ``arch_settings``).
+    KEPT_ARGS = ('in_channels', 'patch_size', 'patch_sizes', 'img_size',
+                 'out_type', 'out_indices', 'peg_positions',
+                 'pos_embed_positions', 'frozen_stages', 'norm_eval',
+                 'with_cp')
+
     def _check_args(self, values: dict) -> dict:
         """The arguments in ``values`` (``locals()`` of ``__init__``) that
-        ``ARGS`` names, checked and normalised."""
-        return check_args(type(self).__name__, values, self.ARGS)
+        ``ARGS`` names, checked and normalised; ``KEPT_ARGS`` are set."""
+        args = check_args(type(self).__name__, values, self.ARGS)
+        self.arch_settings = args['arch']
+        for name in set(self.KEPT_ARGS) & set(args):
+            setattr(self, name, args[name])
+        return args
 
     # -- checkpoints and initialisation -----------------------------------
 

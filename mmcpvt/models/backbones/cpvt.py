@@ -8,16 +8,14 @@ from typing import Optional, Sequence, Union
 import torch
 import torch.nn as nn
 from mmcv.cnn import build_norm_layer
-from mmcv.cnn.bricks.transformer import PatchEmbed
 from mmengine.model import ModuleDict, ModuleList
-from mmengine.utils import to_2tuple
 
 from mmcpvt.registry import register_model
 from ..checks import Arch, Choice, Int, out_indices, positions
 from ..layers import (LearnedPositionEmbedding, RelativePositionEncoding2d,
                       SinCos2dPositionEmbedding, TransformerBlock,
                       nlc_to_nchw)
-from .base import BEFORE_FIRST_BLOCK, BaseBackbone
+from .base import BEFORE_FIRST_BLOCK, BaseBackbone, patch_embed
 
 
 @register_model
@@ -44,35 +42,25 @@ class CPVT(BaseBackbone):
             ``(0, 1, 2, 3, 4)`` the paper's double-dagger models, ``()`` no
             PEG. Defaults to ``(0,)``.
         peg_cfg (dict, optional): Extra arguments of every
-            :class:`ConditionalPositionEncoding` (kernel_size, depthwise,
-            num_layers, norm_cfg, act_cfg, padding, padding_mode, frozen).
-            With ``padding`` below (k-1)/2 a PEG shrinks the token map, and
-            the encoders, position tables and 'featmap' outputs after it
-            take the smaller map. Defaults to None. (The "PEG on Q and K
-            only" ablation is :class:`CPVTQKOnly`.)
+            :class:`ConditionalPositionEncoding`. With ``padding`` below
+            (k-1)/2 a PEG shrinks the token map, and what follows takes the
+            smaller map. Defaults to None.
         pos_embed (str): Absolute position embedding: 'none', 'learned'
             (DeiT's table, resized bicubically when the map size differs from
             the one at ``img_size``) or 'sincos2d'. Defaults to 'none'.
         pos_embed_positions (Sequence[int]): Where ``pos_embed`` is added,
-            with the meaning of ``peg_positions``: ``-1`` = after the patch
-            embedding (DeiT), ``i`` = after encoder ``i``. Each position has
-            a table of its own: ``pos_embed`` at -1 (DeiT's checkpoint key),
-            ``pos_embeds.<i>`` after encoder ``i``. ``(-1, 0, 1, 2, 3, 4)``
-            is the paper's learned encoding "at the beginning but also in the
-            next 5 layers". Where a PEG follows the same encoder, the table
-            is added first. Only with ``pos_embed`` other than 'none'.
-            Defaults to ``(-1,)``.
-        rpe_cfg (dict, optional): A 2-D relative position encoding (Shaw et
-            al.) in the attention of every encoder, each with a table of its
-            own: the arguments of :class:`RelativePositionEncoding2d`, e.g.
-            ``dict(clip_distance=8)`` (the paper's "2D RPE"). Defaults to
-            None (none).
+            as ``peg_positions`` (before a PEG at the same place), each with
+            a table of its own: ``pos_embed`` at -1 (DeiT's key),
+            ``pos_embeds.<i>`` after encoder ``i``; ``(-1, 0, 1, 2, 3, 4)``
+            is the paper's "LE in the next 5 layers". Defaults to ``(-1,)``.
+        rpe_cfg (dict, optional): Arguments of a
+            :class:`RelativePositionEncoding2d` in every encoder, e.g.
+            ``dict(clip_distance=8)`` (the paper's "2D RPE"). Defaults to None.
         out_type (str): 'cls_token', 'avg_featmap' (global average pooling
             of the patch tokens, CPVT-GAP) or 'featmap' (B, C, H, W).
             Defaults to 'cls_token'.
-        with_cls_token (bool, optional): Whether to use a class token.
-            Defaults to None: only when ``out_type='cls_token'`` (CPVT-GAP
-            has none).
+        with_cls_token (bool, optional): A class token; None: only with
+            ``out_type='cls_token'`` (CPVT-GAP has none). Defaults to None.
         out_indices (int | Sequence[int]): Encoders whose outputs are
             returned. Defaults to -1.
         drop_rate (float): Dropout rate. Defaults to 0.
@@ -80,44 +68,31 @@ class CPVT(BaseBackbone):
         drop_path_rate (float): Stochastic depth, linearly increasing over
             the encoders up to this value. Defaults to 0.
         qkv_bias (bool): Bias in q/k/v. Defaults to True.
-        norm_cfg (dict): Norm layers. Defaults to ``dict(type='LN', eps=1e-6)``.
+        norm_cfg (dict): Norms. Defaults to ``dict(type='LN', eps=1e-6)``.
         final_norm (bool): Norm after the last encoder. Defaults to True.
         frozen_stages (int): Freeze the patch embedding, class token and
-            position embedding before the first encoder (0), and the first
-            ``frozen_stages`` encoders with the PEGs and position tables that
-            follow them (1 to the number of encoders). -1 freezes nothing.
-            Defaults to -1.
+            first table (0), and the first ``frozen_stages`` encoders with the
+            PEGs and tables after them; -1 freezes nothing. Defaults to -1.
         norm_eval (bool): Keep BatchNorm layers (``peg_cfg`` with
             ``norm_cfg=dict(type='BN')``) in eval mode during training.
             Defaults to False.
         with_cp (bool): Gradient checkpointing of the encoders.
             Defaults to False.
-        init_cfg (dict | list[dict], optional): Initialization config;
-            None gives the transformer initialisation, a ``Pretrained``
-            entry loads a checkpoint (see :class:`BaseBackbone`).
-            Defaults to None.
+        init_cfg (dict | list[dict], optional): Initialization config (see
+            :class:`BaseBackbone`). Defaults to None.
     """
     checkpoint_family = 'deit'
     pegs_may_shrink = True
     arch_zoo = {
-        **dict.fromkeys(['t', 'tiny', 'deit-tiny'], {
-            'embed_dims': 192,
-            'num_layers': 12,
-            'num_heads': 3,
-            'feedforward_channels': 192 * 4
-        }),
-        **dict.fromkeys(['s', 'small', 'deit-small'], {
-            'embed_dims': 384,
-            'num_layers': 12,
-            'num_heads': 6,
-            'feedforward_channels': 384 * 4
-        }),
-        **dict.fromkeys(['b', 'base', 'deit-base'], {
-            'embed_dims': 768,
-            'num_layers': 12,
-            'num_heads': 12,
-            'feedforward_channels': 768 * 4
-        }),
+        **dict.fromkeys(['t', 'tiny', 'deit-tiny'], dict(
+            embed_dims=192, num_layers=12, num_heads=3,
+            feedforward_channels=192 * 4)),
+        **dict.fromkeys(['s', 'small', 'deit-small'], dict(
+            embed_dims=384, num_layers=12, num_heads=6,
+            feedforward_channels=384 * 4)),
+        **dict.fromkeys(['b', 'base', 'deit-base'], dict(
+            embed_dims=768, num_layers=12, num_heads=12,
+            feedforward_channels=768 * 4)),
     }
     block_cls = TransformerBlock
     ARGS = dict(
@@ -129,32 +104,23 @@ class CPVT(BaseBackbone):
         out_indices=lambda a: out_indices(a['arch']['num_layers'], 'encoders'),
         frozen_stages=lambda a: Int(-1, a['arch']['num_layers']))
 
-    def __init__(self,
-                 arch: Union[str, dict] = 'tiny',
+    def __init__(self, arch: Union[str, dict] = 'tiny',
                  img_size: Union[int, Sequence[int]] = 224,
-                 patch_size: int = 16,
-                 in_channels: int = 3,
+                 patch_size: int = 16, in_channels: int = 3,
                  peg_positions: Sequence[int] = (0, ),
-                 peg_cfg: Optional[dict] = None,
-                 pos_embed: str = 'none',
+                 peg_cfg: Optional[dict] = None, pos_embed: str = 'none',
                  pos_embed_positions: Sequence[int] = (BEFORE_FIRST_BLOCK, ),
-                 rpe_cfg: Optional[dict] = None,
-                 out_type: str = 'cls_token',
+                 rpe_cfg: Optional[dict] = None, out_type: str = 'cls_token',
                  with_cls_token: Optional[bool] = None,
                  out_indices: Union[int, Sequence[int]] = -1,
-                 drop_rate: float = 0.,
-                 attn_drop_rate: float = 0.,
-                 drop_path_rate: float = 0.,
-                 qkv_bias: bool = True,
+                 drop_rate: float = 0., attn_drop_rate: float = 0.,
+                 drop_path_rate: float = 0., qkv_bias: bool = True,
                  norm_cfg: dict = dict(type='LN', eps=1e-6),
-                 final_norm: bool = True,
-                 frozen_stages: int = -1,
-                 norm_eval: bool = False,
-                 with_cp: bool = False,
+                 final_norm: bool = True, frozen_stages: int = -1,
+                 norm_eval: bool = False, with_cp: bool = False,
                  init_cfg: Optional[Union[dict, list]] = None):
         super().__init__(init_cfg=init_cfg)
         args = self._check_args(locals())
-        self.arch_settings = args['arch']
         self.embed_dims = self.arch_settings['embed_dims']
         self.num_layers = self.arch_settings['num_layers']
         if with_cls_token is None:
@@ -162,39 +128,20 @@ class CPVT(BaseBackbone):
         if out_type == 'cls_token' and not with_cls_token:
             raise ValueError("CPVT: out_type='cls_token' needs "
                              'with_cls_token=True (or left as None)')
-        self.peg_positions = args['peg_positions']
-        self.pos_embed_positions = args['pos_embed_positions']
-        if pos_embed == 'none' and self.pos_embed_positions != (
-                BEFORE_FIRST_BLOCK, ):
+        if pos_embed == 'none' and self.pos_embed_positions != (-1, ):
             raise ValueError(
-                f"CPVT: pos_embed_positions={self.pos_embed_positions} "
-                f"places position embeddings but pos_embed='none'; set "
-                f"pos_embed='learned' or 'sincos2d', or leave "
-                f"pos_embed_positions at (-1,)")
+                f'CPVT: pos_embed_positions={self.pos_embed_positions} places '
+                f"position embeddings but pos_embed='none'; set pos_embed")
         if pos_embed != 'none' and not self.pos_embed_positions:
-            raise ValueError(
-                f"CPVT: pos_embed={pos_embed!r} with pos_embed_positions=() "
-                f"adds no embedding; give positions, or set "
-                f"pos_embed='none'")
-        self.out_type, self.with_cls_token = out_type, with_cls_token
+            raise ValueError(f'CPVT: pos_embed={pos_embed!r} with pos_embed_'
+                             f"positions=() adds no embedding; give positions")
+        self.with_cls_token = with_cls_token
         self.num_extra_tokens = int(with_cls_token)
-        self.out_indices = args['out_indices']
-        self.frozen_stages = args['frozen_stages']
-        self.with_cp, self.norm_eval = with_cp, norm_eval
-        self.in_channels, self.patch_size = in_channels, patch_size
-        self.img_size = args['img_size']
+        self.final_norm = final_norm
         self.map_strides = (patch_size, )  # see _short_peg
 
-        # The patch embedding pads the bottom/right to a multiple of the
-        # patch size, so any input size works.
-        self.patch_embed = PatchEmbed(
-            in_channels=in_channels,
-            embed_dims=self.embed_dims,
-            conv_type='Conv2d',
-            kernel_size=patch_size,
-            stride=patch_size,
-            padding='corner',
-            input_size=self.img_size)
+        self.patch_embed = patch_embed(in_channels, self.embed_dims,
+                                       patch_size, input_size=self.img_size)
         if with_cls_token:
             self.cls_token = nn.Parameter(torch.zeros(1, 1, self.embed_dims))
         # DeiT's table, before the first encoder
@@ -218,18 +165,12 @@ class CPVT(BaseBackbone):
         dpr = torch.linspace(0, drop_path_rate, self.num_layers).tolist()
         self.layers = ModuleList([
             self.block_cls(
-                embed_dims=self.embed_dims,
-                num_heads=self.arch_settings['num_heads'],
-                feedforward_channels=self.arch_settings[
-                    'feedforward_channels'],
-                drop_rate=drop_rate,
-                attn_drop_rate=attn_drop_rate,
-                drop_path_rate=dpr[i],
-                qkv_bias=qkv_bias,
-                norm_cfg=norm_cfg,
+                self.embed_dims, self.arch_settings['num_heads'],
+                self.arch_settings['feedforward_channels'],
+                drop_rate=drop_rate, attn_drop_rate=attn_drop_rate,
+                drop_path_rate=dpr[i], qkv_bias=qkv_bias, norm_cfg=norm_cfg,
                 rpe_cfg=rpe_cfg) for i in range(self.num_layers)
         ])
-        self.final_norm = final_norm
         self.norm = build_norm_layer(
             norm_cfg, self.embed_dims)[1] if final_norm else nn.Identity()
         self._find_min_input_size()

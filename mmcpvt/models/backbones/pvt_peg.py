@@ -10,13 +10,12 @@ from typing import Optional, Sequence, Union
 import torch
 import torch.nn as nn
 from mmcv.cnn import build_norm_layer
-from mmcv.cnn.bricks.transformer import PatchEmbed
 from mmengine.model import ModuleList
 
 from mmcpvt.registry import register_model
-from ..layers import LearnedPositionEmbedding, TransformerBlock, nlc_to_nchw
 from ..checks import Arch, Choice
-from .base import BaseBackbone
+from ..layers import LearnedPositionEmbedding, TransformerBlock, nlc_to_nchw
+from .base import BaseBackbone, patch_embed
 
 
 @register_model
@@ -71,10 +70,8 @@ class PVTPEG(BaseBackbone):
             eval mode during training. Defaults to False.
         with_cp (bool): Gradient checkpointing of the blocks.
             Defaults to False.
-        init_cfg (dict | list[dict], optional): Initialization config;
-            None gives the transformer initialisation, a ``Pretrained``
-            entry loads a checkpoint (see :class:`BaseBackbone`).
-            Defaults to None.
+        init_cfg (dict | list[dict], optional): Initialization config (see
+            :class:`BaseBackbone`). Defaults to None.
     """
     checkpoint_family = 'twins'
     arch_zoo = {
@@ -95,67 +92,44 @@ class PVTPEG(BaseBackbone):
                 out_type=Choice('featmap', 'avg_featmap', 'cls_token'),
                 pos_embed=Choice('none', 'learned'))
 
-    def __init__(self,
-                 arch: Union[str, dict] = 'tiny',
-                 in_channels: int = 3,
+    def __init__(self, arch: Union[str, dict] = 'tiny', in_channels: int = 3,
                  patch_sizes: Sequence[int] = (4, 2, 2, 2),
                  peg_positions: Sequence = (0, 0, 0, 0),
-                 peg_cfg: Optional[dict] = None,
-                 pos_embed: str = 'none',
+                 peg_cfg: Optional[dict] = None, pos_embed: str = 'none',
                  img_size: Union[int, Sequence[int]] = 224,
                  out_type: str = 'featmap',
                  out_indices: Sequence[int] = (0, 1, 2, 3),
-                 qkv_bias: bool = True,
-                 drop_rate: float = 0.,
-                 attn_drop_rate: float = 0.,
-                 drop_path_rate: float = 0.1,
+                 qkv_bias: bool = True, drop_rate: float = 0.,
+                 attn_drop_rate: float = 0., drop_path_rate: float = 0.1,
                  norm_cfg: dict = dict(type='LN', eps=1e-6),
-                 norm_after_stage: bool = False,
-                 frozen_stages: int = -1,
-                 norm_eval: bool = False,
-                 with_cp: bool = False,
+                 norm_after_stage: bool = False, frozen_stages: int = -1,
+                 norm_eval: bool = False, with_cp: bool = False,
                  init_cfg: Optional[Union[dict, list]] = None):
         super().__init__(init_cfg=init_cfg)
         args = self._check_args(locals())
-        s = self.arch_settings = args['arch']
+        s = self.arch_settings
         self.num_stages = len(s['depths'])
         self.embed_dims = s['embed_dims']
-        self.out_type, self.out_indices = out_type, args['out_indices']
-        self.peg_positions = args['peg_positions']
-        self.frozen_stages = args['frozen_stages']
-        self.norm_eval, self.with_cp = norm_eval, with_cp
-        self.in_channels = in_channels
-        self.patch_sizes = self.map_strides = args['patch_sizes']
+        self.map_strides = self.patch_sizes  # see _short_peg
         self.with_cls_token = out_type == 'cls_token'
         if self.with_cls_token and s['sr_ratios'][-1] != 1:
             raise ValueError(f"PVTPEG: out_type='cls_token' needs sr_ratios "
                              f"1 in the last stage, got arch sr_ratios "
                              f"{s['sr_ratios']}; change model.backbone.arch")
 
-        img_size = args['img_size']
         dpr = torch.linspace(0, drop_path_rate, sum(s['depths'])).tolist()
-        self.patch_embeds = ModuleList()
         self.pos_embeds = ModuleList() if pos_embed == 'learned' else None
-        self.pos_drops = ModuleList()
-        self.stages = ModuleList()
-        self.pegs = ModuleList()
-        self.norms = ModuleList()
+        self.patch_embeds, self.pos_drops, self.stages, self.pegs, self.norms \
+            = (ModuleList() for _ in range(5))
         in_dims, stride, cur = in_channels, 1, 0
         for i in range(self.num_stages):
             dims = self.embed_dims[i]
             stride *= patch_sizes[i]
             last = i == self.num_stages - 1
-            self.patch_embeds.append(
-                PatchEmbed(
-                    in_channels=in_dims,
-                    embed_dims=dims,
-                    conv_type='Conv2d',
-                    kernel_size=patch_sizes[i],
-                    stride=patch_sizes[i],
-                    padding='corner',
-                    norm_cfg=norm_cfg))
+            self.patch_embeds.append(patch_embed(in_dims, dims, patch_sizes[i],
+                                                 norm_cfg=norm_cfg))
             if self.pos_embeds is not None:
-                grid = tuple(-(-x // stride) for x in img_size)
+                grid = tuple(-(-x // stride) for x in self.img_size)
                 self.pos_embeds.append(
                     LearnedPositionEmbedding(
                         dims, grid, int(last and self.with_cls_token)))
@@ -163,15 +137,11 @@ class PVTPEG(BaseBackbone):
             self.stages.append(
                 ModuleList([
                     TransformerBlock(
-                        embed_dims=dims,
-                        num_heads=s['num_heads'][i],
-                        feedforward_channels=dims * s['mlp_ratios'][i],
-                        drop_rate=drop_rate,
-                        attn_drop_rate=attn_drop_rate,
-                        drop_path_rate=dpr[cur + j],
-                        qkv_bias=qkv_bias,
-                        sr_ratio=s['sr_ratios'][i],
-                        norm_cfg=norm_cfg) for j in range(s['depths'][i])
+                        dims, s['num_heads'][i], dims * s['mlp_ratios'][i],
+                        drop_rate=drop_rate, attn_drop_rate=attn_drop_rate,
+                        drop_path_rate=dpr[cur + j], qkv_bias=qkv_bias,
+                        sr_ratio=s['sr_ratios'][i], norm_cfg=norm_cfg)
+                    for j in range(s['depths'][i])
                 ]))
             # 'pegs.1.0' follows block 0 of stage 1; the class token (if
             # any) joins the tokens in the last stage

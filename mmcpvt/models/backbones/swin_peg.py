@@ -11,14 +11,13 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from mmcv.cnn import build_norm_layer
-from mmcv.cnn.bricks.transformer import PatchEmbed
 from mmengine.model import BaseModule, ModuleList
 from mmengine.model.weight_init import trunc_normal_
 
 from mmcpvt.registry import register_model
-from ..layers import TransformerBlock, nlc_to_nchw
 from ..checks import Arch, Choice
-from .base import BaseBackbone
+from ..layers import TransformerBlock, nlc_to_nchw
+from .base import BaseBackbone, patch_embed
 
 
 class SwinBlock(TransformerBlock):
@@ -40,11 +39,9 @@ class SwinBlock(TransformerBlock):
         self.relative_position_bias_table = nn.Parameter(
             torch.zeros((2 * window_size - 1)**2, num_heads))
         trunc_normal_(self.relative_position_bias_table, std=.02)
-        coords = torch.stack(
-            torch.meshgrid(
-                torch.arange(window_size),
-                torch.arange(window_size),
-                indexing='ij')).flatten(1)  # (2, N)
+        coords = torch.stack(torch.meshgrid(
+            torch.arange(window_size), torch.arange(window_size),
+            indexing='ij')).flatten(1)  # (2, N)
         rel = (coords[:, :, None] - coords[:, None, :]) + window_size - 1
         self.register_buffer(
             'relative_position_index',
@@ -191,10 +188,8 @@ class SwinPEG(BaseBackbone):
         norm_eval (bool): Keep BatchNorm layers in eval mode in training.
             Defaults to False.
         with_cp (bool): Gradient checkpointing. Defaults to False.
-        init_cfg (dict | list[dict], optional): Initialization config;
-            None gives the transformer initialisation, a ``Pretrained``
-            entry loads a checkpoint (see :class:`BaseBackbone`).
-            Defaults to None.
+        init_cfg (dict | list[dict], optional): Initialization config (see
+            :class:`BaseBackbone`). Defaults to None.
     """
     checkpoint_family = 'swin'
     arch_zoo = {
@@ -211,68 +206,40 @@ class SwinPEG(BaseBackbone):
     ARGS = dict(BaseBackbone.ARGS, **BaseBackbone.STAGE_ARGS,
                 arch=Arch(arch_zoo), out_type=Choice('featmap', 'avg_featmap'))
 
-    def __init__(self,
-                 arch: Union[str, dict] = 'tiny',
-                 in_channels: int = 3,
-                 patch_size: int = 4,
-                 window_size: int = 7,
-                 mlp_ratio: int = 4,
-                 peg_positions: Sequence = (0, 0, 0, 0),
-                 peg_cfg: Optional[dict] = None,
-                 out_type: str = 'featmap',
+    def __init__(self, arch: Union[str, dict] = 'tiny', in_channels: int = 3,
+                 patch_size: int = 4, window_size: int = 7,
+                 mlp_ratio: int = 4, peg_positions: Sequence = (0, 0, 0, 0),
+                 peg_cfg: Optional[dict] = None, out_type: str = 'featmap',
                  out_indices: Sequence[int] = (0, 1, 2, 3),
-                 qkv_bias: bool = True,
-                 drop_rate: float = 0.,
-                 attn_drop_rate: float = 0.,
-                 drop_path_rate: float = 0.1,
-                 norm_cfg: dict = dict(type='LN'),
-                 frozen_stages: int = -1,
-                 norm_eval: bool = False,
-                 with_cp: bool = False,
+                 qkv_bias: bool = True, drop_rate: float = 0.,
+                 attn_drop_rate: float = 0., drop_path_rate: float = 0.1,
+                 norm_cfg: dict = dict(type='LN'), frozen_stages: int = -1,
+                 norm_eval: bool = False, with_cp: bool = False,
                  init_cfg: Optional[Union[dict, list]] = None):
         super().__init__(init_cfg=init_cfg)
         args = self._check_args(locals())
-        s = self.arch_settings = args['arch']
+        s = self.arch_settings
         self.num_stages = len(s['depths'])
-        self.out_type, self.out_indices = out_type, args['out_indices']
-        self.peg_positions = args['peg_positions']
-        self.frozen_stages = args['frozen_stages']
-        self.norm_eval, self.with_cp = norm_eval, with_cp
-        self.in_channels, self.patch_size = in_channels, patch_size
         # patch embedding, then patch merging (see _short_peg)
         self.map_strides = (patch_size, ) + (2, ) * (self.num_stages - 1)
         dims = [s['embed_dims'] * 2**i for i in range(self.num_stages)]
         self.embed_dims = dims  # per stage
 
-        self.patch_embed = PatchEmbed(
-            in_channels=in_channels,
-            embed_dims=dims[0],
-            conv_type='Conv2d',
-            kernel_size=patch_size,
-            stride=patch_size,
-            padding='corner',
-            norm_cfg=norm_cfg)
+        self.patch_embed = patch_embed(in_channels, dims[0], patch_size,
+                                       norm_cfg=norm_cfg)
         self.drop_after_pos = nn.Dropout(drop_rate)
         dpr = torch.linspace(0, drop_path_rate, sum(s['depths'])).tolist()
-        self.stages = ModuleList()
-        self.pegs = ModuleList()
-        self.downsamples = ModuleList()
+        self.stages, self.pegs, self.downsamples = (ModuleList()
+                                                    for _ in range(3))
         cur = 0
         for i, depth in enumerate(s['depths']):
-            self.stages.append(
-                ModuleList([
-                    SwinBlock(
-                        dims[i],
-                        s['num_heads'][i],
-                        mlp_ratio * dims[i],
-                        window_size=window_size,
-                        shift=j % 2 == 1,
-                        drop_rate=drop_rate,
-                        attn_drop_rate=attn_drop_rate,
-                        drop_path_rate=dpr[cur + j],
-                        qkv_bias=qkv_bias,
-                        norm_cfg=norm_cfg) for j in range(depth)
-                ]))
+            self.stages.append(ModuleList([
+                SwinBlock(dims[i], s['num_heads'][i], mlp_ratio * dims[i],
+                          window_size=window_size, shift=j % 2 == 1,
+                          drop_rate=drop_rate, attn_drop_rate=attn_drop_rate,
+                          drop_path_rate=dpr[cur + j], qkv_bias=qkv_bias,
+                          norm_cfg=norm_cfg) for j in range(depth)
+            ]))
             # 'pegs.2.0' follows block 0 of stage 2
             self.pegs.append(
                 self._build_pegs(self.peg_positions[i], dims[i],

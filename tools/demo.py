@@ -222,8 +222,8 @@ def run_all(steps: list, progress: Callable = lambda: None) -> int:
 def evaluate_model(task_name: str, index: int, runs: list, out_dir: str):
     """Test model ``index`` on ``runs`` ``[(label, checkpoint, data_root,
     size)]`` (runners as ``tools/test.py``'s) into ``out_dir/<label>/``."""
-    import mmcpvt  # noqa: F401  (registers the models)
-    from mmcpvt.utils.evaluation import run_test, save_untrained, set_test_size
+    sys.path.insert(0, osp.join(REPO, 'tools', 'analysis_tools'))
+    from resolution import run_test, save_untrained, set_test_size
     task = TASKS[task_name]
     name, config = task.models[index]
     for label, checkpoint, root, size in runs:

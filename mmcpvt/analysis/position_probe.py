@@ -9,7 +9,7 @@ within ``border`` of an edge). A model without position information scores
 R^2 near 0 (or below); a learned position table, or a PEG's zero padding
 once it has spread, lets the probe recover position.
 """
-from typing import Dict, List
+from typing import Dict
 
 import torch
 
@@ -88,7 +88,7 @@ def position_probe(maps: torch.Tensor, border: int = 1,
         maps (Tensor): (N, C, H, W) features of N >= 2 images (e.g. one
             entry of :func:`block_features`).
         border (int): Border width in tokens. Defaults to 1.
-        alpha (float): Ridge penalty on the standardised features.
+        alpha (float): Ridge penalty on the standardised features, > 0.
             Defaults to 1.0.
 
     Returns:
@@ -101,6 +101,10 @@ def position_probe(maps: torch.Tensor, border: int = 1,
         without spread).
     """
     N, C, H, W = maps.shape
+    if not alpha > 0:  # NaN included
+        raise ValueError(f'alpha (the ridge penalty) must be > 0, got '
+                         f'{alpha}: without it the fit is singular where '
+                         f'features are constant or collinear')
     if N < 2:
         raise ValueError(f'the probe needs at least 2 images (half to fit, '
                          f'half to test), got {N}')
@@ -116,25 +120,3 @@ def position_probe(maps: torch.Tensor, border: int = 1,
         region: _scores(pred[mask], y_test[mask], y_fit.mean(0))
         for region, mask in masks.items()
     }
-
-
-def format_table(rows: List[dict]) -> str:
-    """Rows ``{'name', 'grid', 'all', 'interior', 'border'}`` (scores as
-    :func:`position_probe` returns them) as a text table."""
-
-    def cell(v, fmt):
-        return f'{v:{fmt}}' if v == v else 'nan'  # NaN != NaN
-
-    lines = [f'{"block":<18} {"grid":>7} {"R2 all":>7} {"R2 int":>7} '
-             f'{"R2 bord":>7} {"MAE all":>7} {"MAE int":>7} {"MAE bord":>8}'
-             f' {"MAE guess":>9}']
-    for r in rows:
-        grid = 'x'.join(map(str, r['grid']))
-        lines.append(
-            f'{r["name"]:<18} {grid:>7} '
-            + ' '.join(f'{cell(r[k]["r2"], ".3f"):>7}' for k in REGIONS)
-            + ' '
-            + ' '.join(f'{cell(r[k]["mae"], ".2f"):>7}' for k in REGIONS[:2])
-            + f' {cell(r["border"]["mae"], ".2f"):>8}'
-            + f' {cell(r["all"]["mae_mean_guess"], ".2f"):>9}')
-    return '\n'.join(lines)

@@ -209,20 +209,3 @@ def translation_equivariance(backbone: nn.Module,
                  per_shift=per_shift, skipped=skipped,
                  shrunk=info.index in shrunk))
     return results
-
-
-def format_table(results: List[dict]) -> str:
-    """The results as a text table (mean over shifts)."""
-
-    def cell(v):
-        return '     -' if v is None else f'{v:.2e}'
-
-    lines = [f'{"block":<18} {"stride":>6} {"grid":>7} {"shift (tok)":>11} '
-             f'{"interior":>9} {"border":>9} {"all":>9}']
-    for r in results:
-        grid = 'x'.join(map(str, r['grid'])) or '-'
-        used = ','.join(str(e['tokens']) for e in r['per_shift'].values())
-        lines.append(f'{r["name"]:<18} {r["stride"]:>6} {grid:>7} '
-                     f'{used or "none":>11} {cell(r["interior"]):>9} '
-                     f'{cell(r["border"]):>9} {cell(r["all"]):>9}')
-    return '\n'.join(lines)

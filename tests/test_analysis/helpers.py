@@ -1,8 +1,12 @@
-"""Tiny models for the analysis tests."""
+"""Tiny models for the analysis tests, and the tools' modules."""
+import importlib.util
+import os.path as osp
+import sys
+
 import torch
 
 import mmcpvt  # noqa: F401
-from mmcpvt.analysis.features import quiet_logs
+from mmcpvt.analysis.models import quiet_logs
 from mmcpvt.registry import MODELS
 
 TINY_ARCH = dict(embed_dims=32, num_layers=3, num_heads=2,
@@ -28,3 +32,20 @@ def build(type='CPVT', seed=0, **kwargs):
 def images(n=4, size=64, seed=0):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(n, 3, size, size, generator=g)
+
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+
+def tool_module(path: str):
+    """A module of tools/ (path from the repository root) loaded by path,
+    its folder and tools/ on ``sys.path`` as when it runs."""
+    path = osp.join(ROOT, path)
+    for folder in (osp.join(ROOT, 'tools'), osp.dirname(path)):
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+    name = '_tool_' + osp.splitext(osp.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -157,6 +157,37 @@ def test_bad_input_is_refused_clearly(tiny_config, checkpoint, tmp_path,
     assert 'has no attention' in err
 
 
+def test_unusable_values_are_refused_before_any_work(tiny_config, checkpoint,
+                                                     tmp_path, capsys):
+    """Values that used to give figures without a word, a table of NaN, or
+    fail once the work was done; each message names the option, the value
+    and what is allowed."""
+    err = errors_of(capsys, 'position_probe', tiny_config, '--random-images',
+                    '--alpha', '-1')
+    assert 'argument --alpha: the ridge penalty must be > 0' in err
+    assert 'got -1' in err
+    # 4 px: one 16 px patch; the probe needs 4x4 tokens at border 1
+    err = errors_of(capsys, 'position_probe', tiny_config, '--random-images',
+                    '--img-size', '4')
+    assert '--img-size 4 gives too few tokens for the probe' in err
+    assert 'largest stride is 16 px: at least 64 px' in err
+    err = errors_of(capsys, 'translation_equivariance', tiny_config,
+                    '--random-images', '--img-size', '70')
+    assert ('--img-size 70 is not a multiple of the patch size of this CPVT '
+            '(16 px)') in err and 'e.g. 64' in err
+    err = errors_of(capsys, 'position_probe', tiny_config, '--random-images',
+                    '--out', str(tmp_path))
+    assert f'--out {tmp_path} is a directory; give a file name' in err
+    err = errors_of(capsys, 'translation_equivariance', tiny_config,
+                    '--random-images', '--out', str(tmp_path))
+    assert f'--out {tmp_path} is a directory' in err
+    a_file = tmp_path / 'a_file'
+    a_file.write_text('')
+    err = errors_of(capsys, 'vis_attention', tiny_config, checkpoint,
+                    str(a_file), '--out-dir', str(a_file / 'vis'))
+    assert f'--out-dir: {a_file} is a file, not a directory' in err
+
+
 def test_help_has_an_example():
     for name in TOOLS:
         with pytest.raises(SystemExit) as e:

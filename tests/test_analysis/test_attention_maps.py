@@ -4,11 +4,10 @@ import pytest
 import torch
 
 from mmcpvt.analysis import attention_maps, capture_attention
-from mmcpvt.analysis.attention import (default_queries,
-                                       mean_attention_distance,
-                                       save_matrix_png, save_query_overlay)
+from mmcpvt.analysis.attention import default_queries, mean_attention_distance
 from mmcpvt.analysis.features import block_module
-from tests.test_analysis.helpers import PVT_ARCH, SWIN_ARCH, build, images
+from tests.test_analysis.helpers import (PVT_ARCH, SWIN_ARCH, build, images,
+                                         tool_module)
 
 
 def test_cpvt_matrix_rows_sum_to_one_and_match_q_k_by_hand():
@@ -92,9 +91,10 @@ def test_figures_and_attention_distance(tmp_path):
                            (8, 8), (8, 8), 1, 8)
     assert mean_attention_distance(local) < 0.5 * mean_attention_distance(
         uniform)
-    save_matrix_png(maps.matrix(), str(tmp_path / 'm.png'), 'title')
+    figures = tool_module('tools/visualization/attention_figures.py')
+    figures.save_matrix_png(maps.matrix(), str(tmp_path / 'm.png'), 'title')
     rgb = torch.randint(0, 255, (64, 64, 3), dtype=torch.uint8).numpy()
-    save_query_overlay(maps, rgb, default_queries(maps) + [(7, 0)],
+    figures.save_query_overlay(maps, rgb, default_queries(maps) + [(7, 0)],
                        str(tmp_path / 'q.png'))
     assert (tmp_path / 'm.png').stat().st_size > 1000
     assert (tmp_path / 'q.png').stat().st_size > 1000

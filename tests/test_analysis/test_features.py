@@ -187,9 +187,32 @@ def test_build_model_and_load_weights(tmp_path):
 
 
 def test_random_images_have_the_backbones_input_channels():
-    from mmcpvt.analysis import random_images
+    from tests.test_analysis.helpers import tool_module
+    cli = tool_module('tools/analysis_tools/analysis_cli.py')
+    random_images = cli.random_images
     gray = build(in_channels=1)
     x = random_images(gray, 2, (32, 48))
     assert x.shape == (2, 1, 32, 48) and x.dtype == torch.float32
     assert block_features(gray, x)[0].shape == (2, 32, 4, 6)
     assert random_images(build(), 1, (16, 16)).shape == (1, 3, 16, 16)
+
+
+def test_models_come_from_the_libraries_init_functions(tmp_path,
+                                                       monkeypatch):
+    import mmpretrain.apis
+    from mmengine.config import Config
+
+    from mmcpvt.analysis import init_model
+    calls = []
+    real = mmpretrain.apis.init_model
+
+    def spy(cfg, checkpoint=None, **kwargs):
+        calls.append(checkpoint)
+        return real(cfg, checkpoint, **kwargs)
+
+    monkeypatch.setattr(mmpretrain.apis, 'init_model', spy)
+    model, _, _ = build_model(_config(tmp_path))
+    assert calls == [None] and type(model).__name__ == 'ImageClassifier'
+    with pytest.raises(ValueError, match="default_scope is 'mmengine'; "
+                       'models are built for mmpretrain, mmdet, mmseg'):
+        init_model(Config(dict(model=TINY_CLS, default_scope='mmengine')))

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from mmcpvt.analysis import block_features, position_probe
-from mmcpvt.analysis.position_probe import border_mask, format_table
-from tests.test_analysis.helpers import build, images
+from mmcpvt.analysis.position_probe import border_mask
+from tests.test_analysis.helpers import build, images, tool_module
 
 
 def test_recovers_position_from_a_learned_table():
@@ -46,7 +46,8 @@ def test_exact_on_linear_features_and_regions():
     assert scores['interior']['tokens'] == 2 * 3 * 4
     assert scores['border']['tokens'] == 2 * (30 - 12)
     assert border_mask(5, 6, 2).sum() == 30 - 1 * 2
-    table = format_table([dict(name='block 0', grid=[H, W], **scores)])
+    table = tool_module('tools/analysis_tools/position_probe.py').format_table(
+        [dict(name='block 0', grid=[H, W], **scores)])
     assert 'block 0' in table and '1.000' in table
     # an empty interior gives NaN, not an error
     small = position_probe(torch.randn(2, 3, 2, 2), border=1)
@@ -54,3 +55,6 @@ def test_exact_on_linear_features_and_regions():
     assert math.isnan(small['interior']['r2'])
     with pytest.raises(ValueError, match='at least 2 images'):
         position_probe(torch.randn(1, 3, 4, 4))
+    for alpha in (0, -1, float('nan')):
+        with pytest.raises(ValueError, match='alpha .* must be > 0'):
+            position_probe(maps, alpha=alpha)

@@ -20,7 +20,7 @@ import pytest
 from mmengine.config import Config
 from PIL import Image
 
-from mmcpvt.utils import evaluation
+from tests.test_analysis.helpers import tool_module
 from tests.test_tools.test_analysis_tools import load_tool
 from tests.test_tools.test_det_seg_e2e import (DET_BASE, DET_CONFIG, K,
                                                SEG_BASE, SEG_CONFIG)
@@ -33,6 +33,8 @@ from make_coco import coco_classes, make_coco  # noqa: E402
 from make_imagenet import make_imagenet  # noqa: E402
 
 TOOL = 'tools/analysis_tools/eval_resolutions.py'
+# the pipeline rewrites and the test runs, next to the tool
+evaluation = tool_module('tools/analysis_tools/resolution.py')
 CLS_CONFIG = osp.join(ROOT, 'configs', 'cpvt', 'cpvt-tiny_4xb256_in1k.py')
 SIZE = 48  # training size of the tiny classifier
 # seconds a tool may take: a few CPU seconds, far longer on a busy machine
@@ -238,7 +240,8 @@ def tool():
 def test_help_documents_protocols(tool):
     text = tool.build_parser().format_help()
     for word in ('resize-crop', 'short-side', '256 // 224',
-                 'resize their tables bicubically', '--no-checkpoint'):
+                 'resize their tables bicubically', '--no-checkpoint',
+                 '1 to 4096'):
         assert word in text
 
 
@@ -270,6 +273,12 @@ def test_bad_inputs(tool, capsys, tmp_path):
          "a size is a positive number of pixels, got '0'"),
         ([CLS_CONFIG, str(ckpt), '--sizes', 'big'],
          "a size is a positive number of pixels, got 'big'"),
+        # refused, not killed for memory
+        ([CLS_CONFIG, str(ckpt), '--sizes', '224', '100000'],
+         "argument --sizes: a size is at most 4096 px (larger test images "
+         "do not fit in memory), got '100000'"),
+        ([CLS_CONFIG, str(ckpt), '--out-dir', str(ckpt / 'out')],
+         f'--out-dir: {ckpt} is a file, not a directory'),
         ([CLS_CONFIG, str(ckpt), '--protocol', 'crop'],
          "invalid choice: 'crop'"),
         ([CLS_CONFIG, str(ckpt), '--protocol', 'short-side'],

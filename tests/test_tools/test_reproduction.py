@@ -29,6 +29,7 @@ def load_tool():
 
 
 dc = load_tool()
+import digits_report  # noqa: E402  (on sys.path since digits_canvas loaded)
 
 
 def bbox(image, threshold=0.):
@@ -170,8 +171,9 @@ def test_bootstrap():
     base = {t: rng.random((3, 400)) < 0.9 for t in ('1x', 'scaled 2x')}
     worse = dict(base, **{'scaled 2x': base['scaled 2x'] &
                           (rng.random((3, 400)) < 0.5)})
-    out = dc.bootstrap({'learned-pe': base, 'same': base, 'worse': worse},
-                       'learned-pe', 500, 0)
+    out = digits_report.bootstrap(
+        {'learned-pe': base, 'same': base, 'worse': worse}, 'learned-pe',
+        500, 0)
     same = out['same']['scaled 2x']
     assert same['diff'] == 0 and same['diff_ci'] == [0, 0]
     assert same['kept'] == out['learned-pe']['scaled 2x']['kept']
@@ -181,8 +183,8 @@ def test_bootstrap():
     w = out['worse']['scaled 2x']
     assert w['diff_ci'][1] < 0 and w['diff_ci'][0] < w['diff'] < -30
     # the same draw for every model: a fixed seed gives the same interval
-    again = dc.bootstrap({'learned-pe': base, 'worse': worse},
-                         'learned-pe', 500, 0)
+    again = digits_report.bootstrap({'learned-pe': base, 'worse': worse},
+                                    'learned-pe', 500, 0)
     assert again['worse'] == out['worse']
 
 
@@ -240,7 +242,9 @@ def test_quick_run_end_to_end(tmp_path):
     from mmengine.config import Config
     from PIL import Image
 
-    from mmcpvt.analysis.features import image_from_file
+    from tests.test_analysis.helpers import tool_module
+    image_from_file = tool_module(
+        'tools/visualization/vis_attention.py').image_from_file
     canvas = (images[0, 0] * 255).round().byte()  # exact in 8 bits
     Image.fromarray(canvas.numpy()).save(tmp_path / 'digit.png')
     batch, _ = image_from_file(Config.fromfile(work_dir / 'config.py'),
@@ -267,3 +271,14 @@ def test_jobs_below_one_is_refused():
     proc = run_tool(SCRIPT, '--quick', '--jobs', '0', timeout=120)
     assert proc.returncode == 2, explain(proc)
     assert '--jobs must be 1 or more, got 0' in proc.stderr
+
+
+def test_out_dir_that_is_a_file_is_refused_before_training(tmp_path,
+                                                            capsys):
+    a_file = tmp_path / 'results'
+    a_file.write_text('')
+    with pytest.raises(SystemExit) as e:
+        dc.parse_args(['--quick', '--out-dir', str(a_file)])
+    assert e.value.code == 2
+    assert (f'--out-dir {a_file} is a file, not a directory'
+            in capsys.readouterr().err)

@@ -29,7 +29,7 @@ What a size means (``--protocol``; the paper gives none):
   longer side would then pass the scale's longer entry, which it is scaled
   to instead: the config's own rule at its own size.
 
-The rewrite is by transform type (mmcpvt/utils/evaluation.py); a config
+The rewrite is by transform type (tools/analysis_tools/resolution.py); a config
 whose test pipeline has none of those types is refused, naming the types it
 has. Learned position tables need nothing here: mmcpvt's learned PE and
 mmpretrain's VisionTransformer resize their tables bicubically to the input
@@ -73,21 +73,24 @@ from typing import List, Optional
 
 from mmengine.config import Config
 
-try:
-    import mmcpvt  # noqa: F401  (registers modules, checkpoint allow-list)
-except ImportError:  # not installed: run from a clone
-    sys.path.insert(
-        0, osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))))
-    import mmcpvt  # noqa: F401
-from mmcpvt.utils.evaluation import (PROTOCOLS,  # noqa: E402
-                                     SIZE_TRANSFORMS, config_task,
-                                     pipeline_dataset, resized_pipeline,
-                                     run_test, save_untrained,
-                                     transform_name)
-from mmcpvt.utils.runner import (  # noqa: E402
-    CfgOptionsAction, apply_common_args)
+# tools/ (common.py) and this folder (resolution.py, analysis_cli.py)
+sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+import common  # noqa: E402
+
+common.setup()
+from analysis_cli import check_out_dir  # noqa: E402
+from common import CfgOptionsAction, apply_common_args  # noqa: E402
+from resolution import (PROTOCOLS, config_task, describe,  # noqa: E402
+                        pipeline_dataset, resized_pipeline, run_test,
+                        save_untrained, training_size)
+
+from mmcpvt.analysis import require_file  # noqa: E402
 
 PAPER_SIZES = [160, 224, 384, 448, 512]
+# The largest test size: a 4096 x 4096 image is 48 MiB as float32, a ViT's
+# attention over its 65536 tokens of 16 px 16 GiB per head and image.
+MAX_SIZE = 4096
 UNTRAINED = 'untrained'
 # The main metric of each task (the table and the plot), where the
 # evaluator reports it; else its first one.
@@ -109,6 +112,10 @@ def positive_int(text: str) -> int:
     if value is None or value <= 0:
         raise argparse.ArgumentTypeError(
             f'a size is a positive number of pixels, got {text!r}')
+    if value > MAX_SIZE:
+        raise argparse.ArgumentTypeError(
+            f'a size is at most {MAX_SIZE} px (larger test images do not fit '
+            f'in memory), got {text!r}')
     return value
 
 
@@ -124,8 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         '--sizes', type=positive_int, nargs='+', default=PAPER_SIZES,
         help='test sizes in pixels (the crop side for resize-crop, the '
-        'image side for resize, the shorter side for short-side). '
-        f'Defaults to the paper\'s {" ".join(map(str, PAPER_SIZES))}')
+        'image side for resize, the shorter side for short-side), 1 to '
+        f'{MAX_SIZE}. Defaults to the paper\'s '
+        f'{" ".join(map(str, PAPER_SIZES))}')
     parser.add_argument(
         '--protocol', choices=ALL_PROTOCOLS,
         help='what a size means: resize-crop (classification, default) or '
@@ -164,14 +172,15 @@ def parse_args(argv=None):
     status 2)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not osp.isfile(args.config):
-        parser.error(f'config file not found: {args.config}')
-    if not args.checkpoint and not args.no_checkpoint:
-        parser.error('give at least one CHECKPOINT; to evaluate the model '
-                     'as initialised, pass --no-checkpoint')
-    for ckpt in args.checkpoint:
-        if '://' not in ckpt and not osp.isfile(ckpt):
-            parser.error(f'checkpoint file not found: {ckpt}')
+    try:
+        require_file(args.config, 'config')
+        if not args.checkpoint and not args.no_checkpoint:
+            parser.error('give at least one CHECKPOINT; to evaluate the '
+                         'model as initialised, pass --no-checkpoint')
+        for ckpt in args.checkpoint:
+            require_file(ckpt)
+    except FileNotFoundError as e:
+        parser.error(str(e))
     if args.labels is None:
         args.labels = default_labels(args.checkpoint)
     elif len(args.labels) != len(args.checkpoint):
@@ -184,6 +193,7 @@ def parse_args(argv=None):
     args.out_dir = args.out_dir or osp.join(
         'work_dirs', 'eval_resolutions',
         osp.splitext(osp.basename(args.config))[0])
+    check_out_dir(parser, '--out-dir', args.out_dir)
     return parser, args
 
 
@@ -214,44 +224,6 @@ def load_config(parser, args) -> Config:
                      f'{args.task}: {", ".join(protocols)}')
     cfg.resume = False  # a run loads its checkpoint, never resumes
     return cfg
-
-
-def training_size(cfg, task: str) -> Optional[int]:
-    """The side the model was trained at, where the config says it: the
-    square RandomResizedCrop (or backbone ``img_size``) of a classifier,
-    the shorter side of a fixed training Resize of a detector or
-    segmentor; None otherwise (multi-scale training, say)."""
-
-    def square(scale):
-        if isinstance(scale, int):
-            return scale
-        if isinstance(scale, (list, tuple)) and len(set(scale)) == 1:
-            return int(scale[0])
-        return None
-
-    dataset = cfg.get('train_dataloader', {}).get('dataset', {})
-    while dataset and 'pipeline' not in dataset:
-        dataset = dataset.get('dataset', {})
-    pipeline = dataset.get('pipeline', []) if dataset else []
-    types = {transform_name(t): t for t in pipeline}
-    if task == 'classification':
-        if 'RandomResizedCrop' in types:
-            return square(types['RandomResizedCrop'].get('scale'))
-        return square(cfg.model.get('backbone', {}).get('img_size'))
-    scale = types.get('Resize', {}).get('scale')
-    if isinstance(scale, int):
-        return scale
-    return int(min(scale)) if scale else None
-
-
-def describe(pipeline: List[dict], task: str) -> str:
-    """The size-setting steps of a pipeline, e.g.
-    ``ResizeEdge(scale=438, edge=short) CenterCrop(crop_size=384)``."""
-    keys = ('scale', 'edge', 'crop_size', 'keep_ratio')
-    return ' '.join(
-        f'{transform_name(t)}('
-        + ', '.join(f'{k}={t[k]}' for k in keys if k in t) + ')'
-        for t in pipeline if transform_name(t) in SIZE_TRANSFORMS[task])
 
 
 def slug(label: str) -> str:

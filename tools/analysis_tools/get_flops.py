@@ -11,29 +11,26 @@ the counter, so attention runs on its explicit path while counting.
 """
 import argparse
 import glob
-import importlib
 import os.path as osp
+import sys
 
-import torch
-from mmengine.analysis import get_model_complexity_info
-from mmengine.config import Config
-from mmengine.logging import MMLogger
-from mmengine.registry import init_default_scope
+sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+import common  # noqa: E402  (tools/common.py)
 
-import mmcpvt  # noqa: F401
-from mmcpvt.models.layers import Attention
+common.setup()
+import torch  # noqa: E402
+from mmengine.analysis import get_model_complexity_info  # noqa: E402
+from mmengine.config import Config  # noqa: E402
+from mmengine.logging import MMLogger  # noqa: E402
+
+from mmcpvt.analysis import init_model  # noqa: E402
+from mmcpvt.models.layers import Attention  # noqa: E402
 
 
 def build(cfg: Config):
-    scope = cfg.get('default_scope', 'mmpretrain')
-    init_default_scope(scope)
-    registry = importlib.import_module(f'{scope}.registry').MODELS
-    model_cfg = cfg.model.copy()
-    backbone = model_cfg.get('backbone', {})
-    if backbone.get('init_cfg', {}) and backbone['init_cfg'].get(
-            'type') == 'Pretrained':
-        backbone['init_cfg'] = None  # counting needs no weights
-    model = registry.build(model_cfg).eval()
+    """The model of ``cfg`` by its library's init function, in eval mode
+    (counting needs no weights: ``Pretrained`` init_cfg dropped)."""
+    model = init_model(cfg).eval()
     for m in model.modules():
         if isinstance(m, Attention):
             m.fused_attn = False

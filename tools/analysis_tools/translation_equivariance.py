@@ -25,17 +25,18 @@ Examples::
 import argparse
 import os.path as osp
 import sys
+from typing import List
 
-try:
-    import mmcpvt  # noqa: F401
-except ImportError:  # not installed: run from a clone
-    sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(
-        osp.abspath(__file__)))))
-    import mmcpvt  # noqa: F401
-from mmcpvt.analysis import cli  # noqa: E402
-from mmcpvt.analysis.features import list_blocks, stderr_progress  # noqa
+# tools/ (common.py) and this folder (analysis_cli.py)
+sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+import common  # noqa: E402
+
+common.setup()
+import analysis_cli as cli  # noqa: E402
+from mmcpvt.analysis import list_blocks  # noqa: E402
 from mmcpvt.analysis.translation_equivariance import (  # noqa: E402
-    MODES, format_table, translation_equivariance)
+    MODES, translation_equivariance)
 
 
 def parse_args(argv=None):
@@ -62,6 +63,7 @@ def parse_args(argv=None):
                      f'{", ".join(MODES)}')
     if 0 in args.shifts:
         parser.error('--shifts: 0 is no shift')
+    cli.check_out_file(parser, '--out', args.out, 'equivariance.json')
     return parser, args
 
 
@@ -70,16 +72,23 @@ def main(argv=None):
     backbone, wanted, images = cli.backbone_blocks_images(parser, args)
     infos = [i for i in list_blocks(backbone)
              if wanted is None or i.index in wanted]
+    patch = list_blocks(backbone)[0].stride
+    H, W = images.shape[-2:]
+    if H % patch or W % patch:
+        parser.error(
+            f'{cli.size_option(args, images)} is not a multiple of the patch '
+            f'size of this {type(backbone).__name__} ({patch} px): shifts by '
+            f'whole patches would not be equivariant even without position '
+            f'encoding; use a multiple of {patch}, e.g. '
+            f'{max(patch, H // patch * patch)}')
     largest = max(i.stride for i in infos)
-    if images.shape[-1] % largest or images.shape[-2] % largest:
-        print(f'warning: the {images.shape[-2]}x{images.shape[-1]} input is '
-              f'not a multiple of the largest stride ({largest} px): padding '
-              f'at the bottom/right makes even circular shifts inexact',
-              file=sys.stderr)
+    if H % largest or W % largest:
+        print(f'warning: the {H}x{W} input is not a multiple of the largest '
+              f'stride ({largest} px): padding at the bottom/right makes '
+              f'even circular shifts inexact', file=sys.stderr)
     results = translation_equivariance(
         backbone, images, args.shifts, args.mode, args.border, wanted,
-        args.batch_size, stderr_progress('forward passes (images)'))
-    patch = list_blocks(backbone)[0].stride
+        args.batch_size, cli.stderr_progress('forward passes (images)'))
     print(f'translation equivariance ({args.mode} shifts of '
           f'{", ".join(map(str, args.shifts))} patches of {patch} px, both '
           f'axes; {len(images)} images; border = {args.border} token(s)): '
@@ -100,6 +109,23 @@ def main(argv=None):
             num_images=len(images), random_images=args.random_images,
             mode=args.mode, shifts=args.shifts, patch=patch,
             border=args.border, blocks=results))
+
+
+def format_table(results: List[dict]) -> str:
+    """The results as a text table (mean over shifts)."""
+
+    def cell(v):
+        return '     -' if v is None else f'{v:.2e}'
+
+    lines = [f'{"block":<18} {"stride":>6} {"grid":>7} {"shift (tok)":>11} '
+             f'{"interior":>9} {"border":>9} {"all":>9}']
+    for r in results:
+        grid = 'x'.join(map(str, r['grid'])) or '-'
+        used = ','.join(str(e['tokens']) for e in r['per_shift'].values())
+        lines.append(f'{r["name"]:<18} {r["stride"]:>6} {grid:>7} '
+                     f'{used or "none":>11} {cell(r["interior"]):>9} '
+                     f'{cell(r["border"]):>9} {cell(r["all"]):>9}')
+    return '\n'.join(lines)
 
 
 if __name__ == '__main__':

@@ -15,16 +15,22 @@ config and checkpoint, on held-out digit canvases at the training size:
   attention distance over all images.
 """
 import os.path as osp
+import sys
 from typing import Callable, List, Tuple
 
 import numpy as np
 import torch
 
 from mmcpvt.analysis import (attention_maps, block_features, build_model,
-                             default_queries, get_backbone, position_probe,
-                             save_matrix_png, save_query_overlay,
+                             default_queries, get_backbone,
+                             mean_attention_distance, position_probe,
                              translation_equivariance)
-from mmcpvt.analysis.attention import mean_attention_distance
+
+# the figures of tools/visualization/vis_attention.py
+sys.path.insert(0, osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))),
+                            'visualization'))
+from attention_figures import (save_matrix_png,  # noqa: E402
+                               save_query_overlay)
 
 ATTENTION_BLOCK = 1  # the paper's Fig. 5 shows the second encoder
 

@@ -26,23 +26,28 @@ Examples::
         --query 7 7 --query 0 13 --query cls --save-npy
 """
 import argparse
+import copy
 import os
 import os.path as osp
 import sys
 
 import numpy as np
 
-try:
-    import mmcpvt  # noqa: F401
-except ImportError:  # not installed: run from a clone
-    sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(
-        osp.abspath(__file__)))))
-    import mmcpvt  # noqa: F401
-from mmcpvt.analysis import cli  # noqa: E402
-from mmcpvt.analysis.attention import (  # noqa: E402
-    attention_maps, default_queries, mean_attention_distance,
-    save_matrix_png, save_query_overlay)
-from mmcpvt.analysis.features import image_from_file, list_blocks  # noqa
+# tools/ (common.py), this folder (attention_figures.py) and
+# tools/analysis_tools (analysis_cli.py)
+TOOLS = osp.dirname(osp.dirname(osp.abspath(__file__)))
+sys.path.insert(0, TOOLS)
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+sys.path.insert(0, osp.join(TOOLS, 'analysis_tools'))
+import common  # noqa: E402
+
+common.setup()
+import analysis_cli as cli  # noqa: E402
+from attention_figures import (save_matrix_png,  # noqa: E402
+                               save_query_overlay)
+
+from mmcpvt.analysis import (attention_maps, default_queries,  # noqa: E402
+                             list_blocks, mean_attention_distance)
 
 
 def parse_query(parser, values):
@@ -83,6 +88,7 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if not osp.isfile(args.image):
         parser.error(f'image file not found: {args.image}')
+    cli.check_out_dir(parser, '--out-dir', args.out_dir)
     args.query = None if args.query is None else [
         parse_query(parser, q) for q in args.query
     ]
@@ -142,6 +148,46 @@ def main(argv=None):
         written.append(stem + '_matrix.npy')
     for path in written:
         print(f'wrote {path}')
+
+
+def image_from_file(cfg, model, path: str):
+    """One image file through the config's test pipeline (annotation
+    loading left out) and the model's data preprocessor.
+
+    Returns:
+        tuple: ``(batch (1, 3, H, W), rgb (H, W, 3) uint8)``, the second the
+        image as the model sees it, for display.
+    """
+    from mmengine.dataset import Compose
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'image file not found: {path}')
+    pipeline = copy.deepcopy(
+        cfg.get('test_dataloader', {}).get('dataset', {}).get('pipeline'))
+    if not pipeline:
+        pipeline = cfg.get('test_pipeline', None)
+    if not pipeline:
+        raise ValueError('the config has no test pipeline '
+                         '(test_dataloader.dataset.pipeline)')
+    pipeline = [t for t in pipeline if 'LoadAnnotations' not in t['type']]
+    packed = Compose(pipeline)(dict(img_path=path, img_id=0))
+    batch = cli.preprocess(model, [packed['inputs']],
+                           [packed['data_samples']])
+    return batch, to_display(model, batch[0])
+
+
+def to_display(model, image):
+    """A normalised (3, H, W) model input back to an (H, W, 3) uint8 RGB
+    array, with the preprocessor's mean and std."""
+    pre = getattr(model, 'data_preprocessor', None)
+    x = image.detach().float().cpu()
+    if pre is not None and getattr(pre, '_enable_normalize', False):
+        x = x * pre.std.cpu() + pre.mean.cpu()
+    # mmpretrain says to_rgb, mmdet / mmseg _channel_conversion; without
+    # it the model sees the BGR order the image was loaded in
+    if pre is not None and not getattr(pre, 'to_rgb', getattr(
+            pre, '_channel_conversion', True)):
+        x = x.flip(0)
+    return x.clamp(0, 255).round().byte().permute(1, 2, 0).numpy()
 
 
 if __name__ == '__main__':

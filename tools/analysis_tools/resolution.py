@@ -1,6 +1,8 @@
 """Setting up an evaluation from a config: the test resolution (the test
 pipeline's resize and crop rewritten for one size) and the config's model as
-initialised, saved as a checkpoint (the untrained baseline).
+initialised, saved as a checkpoint (the untrained baseline). Used by
+tools/analysis_tools/eval_resolutions.py and tools/demo.py, which put this
+directory on ``sys.path``.
 
 The task follows the config's ``default_scope``: ``mmpretrain``
 (classification), ``mmdet`` (detection) or ``mmseg`` (segmentation). The
@@ -28,9 +30,16 @@ Every other transform is left as it is.
 """
 import copy
 import gc
-import importlib
+import os.path as osp
+import sys
 from contextlib import redirect_stderr, redirect_stdout
 from typing import List, Optional
+
+sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+import common  # noqa: E402  (tools/common.py)
+
+common.setup()
+import mmcpvt  # noqa: E402,F401  (registers the models: tools/demo.py)
 
 TASKS = {
     'mmpretrain': 'classification',
@@ -168,20 +177,53 @@ def set_test_size(cfg, size: int, protocol: Optional[str] = None) -> list:
     return dataset.pipeline
 
 
-def save_untrained(cfg, path: str, seed: int = 0) -> None:
-    """The model of ``cfg`` as initialised (``init_weights`` after seeding
-    torch with ``seed``), saved as a checkpoint at ``path``. A backbone
-    ``init_cfg`` of type ``Pretrained`` is loaded, as training would."""
-    import torch
-    from mmengine.registry import init_default_scope
+def training_size(cfg, task: str) -> Optional[int]:
+    """The side the model was trained at, where the config says it: the
+    square RandomResizedCrop (or backbone ``img_size``) of a classifier,
+    the shorter side of a fixed training Resize of a detector or
+    segmentor; None otherwise (multi-scale training, say)."""
 
-    import mmcpvt  # noqa: F401  (registers the backbones)
-    scope = cfg.get('default_scope', 'mmengine')
-    init_default_scope(scope)
-    registry = importlib.import_module(f'{scope}.registry')
-    torch.manual_seed(seed)
-    model = registry.MODELS.build(cfg.model)
-    model.init_weights()
+    def square(scale):
+        if isinstance(scale, int):
+            return scale
+        if isinstance(scale, (list, tuple)) and len(set(scale)) == 1:
+            return int(scale[0])
+        return None
+
+    dataset = cfg.get('train_dataloader', {}).get('dataset', {})
+    while dataset and 'pipeline' not in dataset:
+        dataset = dataset.get('dataset', {})
+    pipeline = dataset.get('pipeline', []) if dataset else []
+    types = {transform_name(t): t for t in pipeline}
+    if task == 'classification':
+        if 'RandomResizedCrop' in types:
+            return square(types['RandomResizedCrop'].get('scale'))
+        return square(cfg.model.get('backbone', {}).get('img_size'))
+    scale = types.get('Resize', {}).get('scale')
+    if isinstance(scale, int):
+        return scale
+    return int(min(scale)) if scale else None
+
+
+def describe(pipeline: List[dict], task: str) -> str:
+    """The size-setting steps of a pipeline, e.g.
+    ``ResizeEdge(scale=438, edge=short) CenterCrop(crop_size=384)``."""
+    keys = ('scale', 'edge', 'crop_size', 'keep_ratio')
+    return ' '.join(
+        f'{transform_name(t)}('
+        + ', '.join(f'{k}={t[k]}' for k in keys if k in t) + ')'
+        for t in pipeline if transform_name(t) in SIZE_TRANSFORMS[task])
+
+
+def save_untrained(cfg, path: str, seed: int = 0) -> None:
+    """The model of ``cfg`` as initialised (built by its library's init
+    function, ``init_weights`` seeded with ``seed``), saved as a checkpoint
+    at ``path``. A backbone ``init_cfg`` of type ``Pretrained`` is loaded,
+    as training would."""
+    import torch
+
+    from mmcpvt.analysis import build_model
+    model, _, _ = build_model(cfg, seed=seed, pretrained=True)
     torch.save({'state_dict': model.state_dict(), 'meta': {}}, path)
 
 
@@ -190,7 +232,7 @@ def run_test(cfg, console_path: str) -> dict:
     builds it, in this process); the runner's console output goes to
     ``console_path`` (its log file is in its work dir as usual). Returns the
     metrics, numpy and torch scalars as plain numbers (for JSON)."""
-    from .runner import build_runner
+    from common import build_runner
     with open(console_path, 'w') as console, redirect_stdout(console), \
             redirect_stderr(console):
         runner = build_runner(cfg)

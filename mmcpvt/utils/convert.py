@@ -5,6 +5,8 @@ returns a :class:`ConversionReport` that says what was mapped and what was
 dropped and why. Backbones apply the same converters at load time (a
 state-dict pre-hook), so a config can point ``init_cfg`` straight at an
 official file; ``TOOLS`` names the command-line converter of each family.
+File handling (reading, checking, writing) is the tools' part:
+``tools/model_converters/convert_cli.py``.
 
 Families:
     twins: official Twins PCPVT / timm ``twins_pcpvt_*`` -> ``PVTPEG``
@@ -151,6 +153,7 @@ def _apply_rules(state_dict, rules: list, report: ConversionReport,
     progress bar over the tensors."""
     out = OrderedDict()
     items = list(state_dict.items())
+    # progress: asked for by the converter tools only; stays: it is this loop
     if progress:
         import sys
 
@@ -188,10 +191,21 @@ def _block_key(prefix: str, suffix: str):
     return None
 
 
-def _split_head(state_dict, head_keys, report, with_head):
-    """Move the classifier to mmpretrain's ``head.fc`` (or drop it)."""
+# The classifier of each family (timm's Swin: ``head.fc``) -> mmpretrain's.
+HEAD_KEYS = {
+    'head.weight': 'head.fc.weight', 'head.bias': 'head.fc.bias',
+    'head.fc.weight': 'head.fc.weight', 'head.fc.bias': 'head.fc.bias'
+}
+
+
+def _start(state_dict, family: str, with_head: bool):
+    """Check that ``state_dict`` is a complete checkpoint of ``family`` and
+    move its classifier to mmpretrain's ``head.fc`` (or drop it). Returns
+    ``(the rest, the head, a new report)``."""
+    _check_family(state_dict, family)
+    report = ConversionReport(family)
     head = OrderedDict()
-    for key, new in head_keys.items():
+    for key, new in HEAD_KEYS.items():
         if key in state_dict:
             if with_head:
                 head[new] = state_dict[key]
@@ -199,8 +213,8 @@ def _split_head(state_dict, head_keys, report, with_head):
             else:
                 report.dropped[key] = 'classifier head (backbone only)'
     rest = OrderedDict(
-        (k, v) for k, v in state_dict.items() if k not in head_keys)
-    return rest, head
+        (k, v) for k, v in state_dict.items() if k not in HEAD_KEYS)
+    return rest, head, report
 
 
 def convert_twins(state_dict, with_head: bool = True, progress: bool = False
@@ -211,12 +225,7 @@ def convert_twins(state_dict, with_head: bool = True, progress: bool = False
     keys get the ``backbone.`` prefix (an mmpretrain ImageClassifier);
     otherwise the bare backbone keys are returned.
     """
-    _check_family(state_dict, 'twins')
-    report = ConversionReport('twins')
-    state_dict, head = _split_head(state_dict, {
-        'head.weight': 'head.fc.weight',
-        'head.bias': 'head.fc.bias'
-    }, report, with_head)
+    state_dict, head, report = _start(state_dict, 'twins', with_head)
     num_stages = 1 + max(
         int(k.split('.')[1]) for k in state_dict
         if k.startswith('patch_embeds.'))
@@ -250,12 +259,7 @@ def convert_deit(state_dict, with_head: bool = True,
 
     Distilled DeiT's distillation token and head are dropped.
     """
-    _check_family(state_dict, 'deit')
-    report = ConversionReport('deit')
-    state_dict, head = _split_head(state_dict, {
-        'head.weight': 'head.fc.weight',
-        'head.bias': 'head.fc.bias'
-    }, report, with_head)
+    state_dict, head, report = _start(state_dict, 'deit', with_head)
     rules = [
         (r'cls_token', 'cls_token'),
         (r'pos_embed', 'pos_embed.pos_embed'),
@@ -286,14 +290,7 @@ def convert_swin(state_dict, with_head: bool = True, progress: bool = False
     official code at the end of stage i < last; both map to
     ``downsamples.i``. The new PEG weights are not in the checkpoint.
     """
-    _check_family(state_dict, 'swin')
-    report = ConversionReport('swin')
-    state_dict, head = _split_head(state_dict, {
-        'head.weight': 'head.fc.weight',
-        'head.bias': 'head.fc.bias',
-        'head.fc.weight': 'head.fc.weight',
-        'head.fc.bias': 'head.fc.bias'
-    }, report, with_head)
+    state_dict, head, report = _start(state_dict, 'swin', with_head)
     official = 'layers.0.downsample.reduction.weight' in state_dict
     shift = 0 if official else -1
 

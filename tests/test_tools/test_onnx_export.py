@@ -148,11 +148,10 @@ data_preprocessor = dict(num_classes=5)
 def tiny_classifier(tmp_path):
     """A tiny CPVT-Ti classifier config and a checkpoint of its weights
     (randomised so that the logits are not near zero), and the model."""
-    from mmcpvt.analysis.features import build_model
     config = tmp_path / 'cpvt_tiny.py'
     config.write_text(CLS_CONFIG.format(base=osp.join(
         ROOT, 'configs', 'cpvt', 'cpvt-tiny_4xb256_in1k.py')))
-    model, _, _ = build_model(str(config))
+    model, _ = p2o.build_model(str(config))
     torch.manual_seed(0)
     with torch.no_grad():
         for p in model.head.parameters():
@@ -227,3 +226,58 @@ def test_verify_catches_a_size_frozen_in_the_graph(tmp_path, monkeypatch,
     printed = capsys.readouterr().out
     assert re.search(r'at 64x64: max \|delta\| .* ok', printed), printed
     assert re.search(r'45x83: .*(FAILED|failed)', printed), printed
+
+
+@pytest.mark.parametrize('case', ['directory', 'under a file'])
+def test_output_file_is_checked_before_the_model_is_built(tmp_path,
+                                                          monkeypatch, capsys,
+                                                          case):
+    """An --output-file that is a directory, or lies under a file, is refused
+    before anything is built, naming the option, the path and what it
+    takes."""
+    monkeypatch.setattr(p2o, 'build_model', lambda *a: pytest.fail('built'))
+    config = tmp_path / 'cpvt_tiny.py'
+    config.write_text(CLS_CONFIG.format(base=osp.join(
+        ROOT, 'configs', 'cpvt', 'cpvt-tiny_4xb256_in1k.py')))
+    (tmp_path / 'a_file').write_text('')
+    out = {'directory': str(tmp_path),
+           'under a file': str(tmp_path / 'a_file' / 'sub' / 'm.onnx')}[case]
+    with pytest.raises(SystemExit):
+        p2o.main([str(config), '--output-file', out])
+    err = capsys.readouterr().err
+    assert f'--output-file {out}' in err, err
+    assert {'directory': f'is a directory; it takes the .onnx file to write, '
+                         f'e.g. {osp.join(out, "cpvt_tiny.onnx")}',
+            'under a file': f'{tmp_path / "a_file"} is a file, not a '
+                            f'directory; give an .onnx file in a directory'
+            }[case] in err, err
+
+
+def test_url_checkpoint_is_unpickled_weights_only(tmp_path, monkeypatch,
+                                                  capsys):
+    """A checkpoint given by URL goes through mmengine's http loader
+    (torch.hub, which asks for ``weights_only=False``): it is unpickled with
+    ``weights_only=True`` all the same, so a file that would run code when
+    unpickled is refused and nothing is exported. (The URL's file is put in
+    torch.hub's cache beforehand: nothing is downloaded.)"""
+    import argparse
+    config, checkpoint, _ = tiny_classifier(tmp_path)
+    monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch'))
+    cached = tmp_path / 'torch' / 'hub' / 'checkpoints'
+    cached.mkdir(parents=True)
+    torch.save(dict(torch.load(checkpoint), meta=argparse.Namespace()),
+               cached / 'unsafe.pth')
+    torch.save(torch.load(checkpoint), cached / 'safe.pth')
+    out = tmp_path / 'cls.onnx'
+    with pytest.raises(SystemExit):
+        p2o.main([config, 'https://example.invalid/unsafe.pth',
+                  '--output-file', str(out), '--shape', '64'])
+    err = capsys.readouterr().err
+    assert ('unsafe.pth is refused: it holds objects that torch.load('
+            'weights_only=True) does not unpickle (Unsupported global: '
+            'GLOBAL argparse.Namespace') in err, err
+    assert not out.exists()
+    p2o.main([config, 'https://example.invalid/safe.pth', '--output-file',
+              str(out), '--shape', '64'])
+    assert re.search(r'at 57x71: max \|delta\| .* ok',
+                     capsys.readouterr().out)

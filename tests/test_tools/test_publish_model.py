@@ -3,6 +3,7 @@ published one (meta and state_dict only, its sha256 in its name)."""
 import hashlib
 import os
 import os.path as osp
+import re
 import sys
 
 import pytest
@@ -88,3 +89,42 @@ def test_out_file_equal_to_in_file_is_refused(tmp_path, monkeypatch, how):
     assert src.read_bytes() == before
     assert sorted(os.listdir(tmp_path)) == sorted(
         ['epoch_1.pth'] + (['link.pth'] if how == 'symlink' else []))
+
+
+@pytest.mark.parametrize('case', ['directory', 'under a file'])
+def test_out_file_that_cannot_be_a_file_is_refused_before_reading(
+        tmp_path, monkeypatch, case):
+    """An OUT_FILE that is a directory (it used to give a file named
+    '<dir>-<hash>.pth' beside it), or lies under a file (it used to fail
+    after loading and hashing), is refused before IN_FILE is read."""
+    src = tmp_path / 'epoch_1.pth'
+    torch.save({'state_dict': {'w': torch.zeros(2)}}, src)
+    monkeypatch.setattr(publish_model, 'safe_load',
+                        lambda *a, **k: pytest.fail('read'))
+    out = {'directory': str(tmp_path / 'published'),
+           'under a file': str(src / 'cpvt.pth')}[case]
+    os.makedirs(tmp_path / 'published')
+    with pytest.raises(SystemExit) as e:
+        publish_model.main([str(src), out])
+    assert str(e.value) == {
+        'directory': f'error: OUT_FILE {out} is a directory; it takes the '
+                     f'file to write, e.g. {osp.join(out, "epoch_1.pth")}',
+        'under a file': f'error: OUT_FILE {out}: {src} is a file, not a '
+                        f'directory; it takes a file path in a directory',
+    }[case]
+    assert os.listdir(tmp_path / 'published') == []
+
+
+@pytest.mark.parametrize('content, held', [
+    ([1, 2], 'a list of 2 items'),
+    ({'state_dict': 'hello'},
+     "a dict with entries that are not tensors: 'state_dict' (str)"),
+])
+def test_in_file_that_holds_no_state_dict_is_refused(tmp_path, content,
+                                                     held):
+    src = tmp_path / 'odd.pth'
+    torch.save(content, src)
+    with pytest.raises(SystemExit, match=f'{src} is not a state dict: it '
+                       f'holds {re.escape(held)}'):
+        publish_model.main([str(src), str(tmp_path / 'pub.pth')])
+    assert os.listdir(tmp_path) == ['odd.pth']

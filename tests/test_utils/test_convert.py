@@ -331,3 +331,50 @@ def test_progress_bar_only_for_large_files(tmp_path, monkeypatch, capsys):
     a = torch.load(tmp_path / 'a.pth', weights_only=True)['state_dict']
     b = torch.load(tmp_path / 'b.pth', weights_only=True)['state_dict']
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize('content, held', [
+    ([1, 2], 'a list of 2 items'),
+    (torch.zeros(3), 'a tensor of shape (3,)'),
+    ({'state_dict': 'hello'},
+     "a dict with entries that are not tensors: 'state_dict' (str)"),
+    ({'model': {'w': torch.zeros(1), 'epoch': 3}},
+     "a dict whose 'model' entry is a dict with entries that are not "
+     "tensors: 'epoch' (int)"),
+])
+def test_checkpoint_that_is_no_state_dict_is_refused_by_name(tmp_path,
+                                                             content, held):
+    """It used to end in "'list' object has no attribute 'get'" or a
+    TypeError from a regex; now the file, what it holds and what is
+    expected are named, and nothing is written."""
+    src, dst = tmp_path / 'odd.pth', tmp_path / 'dst.pth'
+    torch.save(content, src)
+    with pytest.raises(SystemExit) as e:
+        cli('twins', '', [str(src), str(dst)])
+    assert str(e.value) == (
+        f"error: {src} is not a state dict: it holds {held}. Expected a dict "
+        f"of tensors (name -> tensor), or a dict whose 'state_dict' or "
+        f"'model' entry is one.")
+    assert not dst.exists()
+
+
+@pytest.mark.parametrize('case', ['directory', 'under a file'])
+def test_destination_that_cannot_be_a_file_is_refused_before_reading(
+        tmp_path, monkeypatch, case):
+    """A dst that is a directory, or lies under a file, is refused before
+    the source is read (it used to fail after the conversion)."""
+    import convert_cli
+    monkeypatch.setattr(convert_cli, 'load_checkpoint',
+                        lambda path: pytest.fail('read'))
+    src = tmp_path / 'pcpvt.pth'
+    torch.save({'model': small_twins()}, src)
+    dst = {'directory': str(tmp_path),
+           'under a file': str(src / 'out' / 'dst.pth')}[case]
+    with pytest.raises(SystemExit) as e:
+        cli('twins', '', [str(src), dst])
+    assert str(e.value) == {
+        'directory': f'error: dst {dst} is a directory; it takes the file '
+                     f'to write, e.g. {tmp_path / "pcpvt_mmcpvt.pth"}',
+        'under a file': f'error: dst {dst}: {src} is a file, not a '
+                        f'directory; it takes a file path in a directory',
+    }[case]

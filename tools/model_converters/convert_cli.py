@@ -4,8 +4,10 @@ Reads torch checkpoints (``.pth`` / ``.pt`` / ``.bin``, written by
 ``torch.save``) with ``weights_only=True`` (mmcpvt's loader: a file whose
 pickle would run code is refused, an empty or truncated one explained), and
 ``.safetensors`` files (timm's hub format), which ``torch.load`` reads through
-the ``safetensors`` package. The destination is written atomically (never
-half a file) and may not be the source.
+the ``safetensors`` package. What a file holds must be a state dict (a dict
+of tensors, or a dict whose ``state_dict`` / ``model`` is one). The
+destination is checked before anything is read (not the source, not a
+directory, not under a file), and written atomically (never half a file).
 """
 import argparse
 import io
@@ -64,6 +66,52 @@ def load_checkpoint(path: str) -> dict:
     return safe_load(path, map_location='cpu')
 
 
+def _held(obj) -> str:
+    """What ``obj`` is, for an error message: 'a list of 2 items', ..."""
+    if isinstance(obj, torch.Tensor):
+        return f'a tensor of shape {tuple(obj.shape)}'
+    if isinstance(obj, dict):
+        odd = [f'{k!r} ({type(v).__name__})' for k, v in obj.items()
+               if not isinstance(v, torch.Tensor)]
+        return (f'a dict with entries that are not tensors: '
+                f'{", ".join(odd[:3])}{" ..." if len(odd) > 3 else ""}'
+                if obj else 'an empty dict')
+    size = f' of {len(obj)} items' if isinstance(obj, (list, tuple)) else ''
+    return f'a {type(obj).__name__}{size}'
+
+
+def state_dict_of(checkpoint, path: str) -> dict:
+    """The state dict in ``checkpoint`` (read from ``path``; see
+    ``unwrap``), or a ValueError naming the file, what it holds and what is
+    expected."""
+    state = unwrap(checkpoint)
+    if isinstance(state, dict) and state and all(
+            isinstance(v, torch.Tensor) for v in state.values()):
+        return state
+    held = _held(state)
+    if state is not checkpoint:  # found under a key
+        key = next(k for k, v in checkpoint.items() if v is state)
+        held = f'a dict whose {key!r} entry is {held}'
+    raise ValueError(
+        f'{path} is not a state dict: it holds {held}. Expected a dict of '
+        f'tensors (name -> tensor), or a dict whose \'state_dict\' or '
+        f'\'model\' entry is one.')
+
+
+def check_output(option: str, path: str, example: str) -> None:
+    """Refuse, before any work, an output ``path`` (the argument
+    ``option``) that is a directory or lies under a file."""
+    if osp.isdir(path):
+        raise ValueError(f'{option} {path} is a directory; it takes the file '
+                         f'to write, e.g. {osp.join(path, example)}')
+    parent = osp.dirname(osp.abspath(path))
+    while not osp.exists(parent):  # missing directories are made
+        parent = osp.dirname(parent)
+    if not osp.isdir(parent):
+        raise ValueError(f'{option} {path}: {parent} is a file, not a '
+                         f'directory; it takes a file path in a directory')
+
+
 def _same_file(src: str, dst: str) -> bool:
     """Whether ``dst`` names ``src`` (also through a link or another
     relative path)."""
@@ -80,16 +128,17 @@ def convert_file(src: str, dst: str, family: str, progress=None,
     ``progress``: a progress bar over the tensors; None (the default) shows
     it for files of ``PROGRESS_MIN_BYTES`` or more.
     """
+    stem = osp.splitext(osp.basename(src))[0]
     if osp.isfile(src) and _same_file(src, dst):
-        stem = osp.splitext(dst)[0]
         raise ValueError(
             f'the destination {dst} is the source {src} (the same file): '
             f'converting would overwrite the original checkpoint. Write to '
-            f'another path, e.g. {stem}_mmcpvt.pth')
+            f'another path, e.g. {osp.splitext(dst)[0]}_mmcpvt.pth')
+    check_output('dst', dst, f'{stem}_mmcpvt.pth')
     if progress is None:
         progress = osp.isfile(src) and osp.getsize(
             src) >= PROGRESS_MIN_BYTES
-    checkpoint = unwrap(load_checkpoint(src))
+    checkpoint = state_dict_of(load_checkpoint(src), src)
     converted, report = CONVERTERS[family](
         checkpoint, progress=progress, **kwargs)
     with io.BytesIO() as f:

@@ -33,6 +33,9 @@ except ImportError:  # not installed: run from a clone
     import mmcpvt  # noqa: F401
 from mmcpvt.utils.checkpoint import atomic_write, safe_load  # noqa: E402
 
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
+from convert_cli import check_output, state_dict_of  # noqa: E402
+
 SAVE_KEYS = ('meta', 'state_dict')
 
 
@@ -44,19 +47,18 @@ def _same_file(a: str, b: str) -> bool:
 def publish(in_file: str, out_file: str, save_keys=SAVE_KEYS) -> str:
     """Write the published form of ``in_file`` next to ``out_file``, named
     ``<out_file without .pth>-<sha256[:8]>.pth``; returns that path."""
+    stem = osp.splitext(osp.basename(in_file))[0]
     if _same_file(in_file, out_file):
-        stem = osp.splitext(osp.basename(in_file))[0]
         raise ValueError(
             f'OUT_FILE {out_file} is IN_FILE {in_file} (the same file); give '
             f'the published checkpoint a name of its own, e.g. '
             f'checkpoints/{stem}.pth (written as checkpoints/'
             f'{stem}-<sha256[:8]>.pth)')
+    check_output('OUT_FILE', out_file, f'{stem}.pth')
     checkpoint = safe_load(in_file, map_location='cpu')
-    if not isinstance(checkpoint, dict):
-        raise ValueError(f'{in_file} holds a {type(checkpoint).__name__}, '
-                         f'not a checkpoint dict')
-    if 'state_dict' not in checkpoint:  # a bare state dict (converted)
-        checkpoint = dict(state_dict=checkpoint)
+    state_dict = state_dict_of(checkpoint, in_file)
+    if 'state_dict' not in checkpoint:  # a bare (converted) or official one
+        checkpoint = dict(state_dict=state_dict)
     removed = [k for k in checkpoint if k not in save_keys]
     for k in removed:
         del checkpoint[k]

@@ -16,11 +16,13 @@ a converter's input), by a local path or a URL, unpickles with
 Distributed runs on a machine without a GPU: :mod:`cpu_dist`.
 """
 import argparse
+import contextlib
 import difflib
 import inspect
 import logging
 import os
 import os.path as osp
+import pickle
 import sys
 from typing import Dict, List, Optional
 
@@ -65,6 +67,24 @@ def add_mmcpvt_hooks(cfg: Config) -> None:
     checkpoint = hooks.get('checkpoint', None)
     if checkpoint is not None and checkpoint.get('backend_args') is None:
         checkpoint['backend_args'] = dict(backend='mmcpvt_atomic')
+
+
+@contextlib.contextmanager
+def refusing_unpicklable(prog: str, cfg: Config):
+    """A checkpoint that torch's weights-only unpickler refuses (by URL
+    above all: a local file is checked before the run) ends the tool with
+    a message, not a traceback."""
+    try:
+        yield
+    except pickle.UnpicklingError as e:
+        raise SystemExit(
+            f'{prog}: error: a checkpoint of this run (load_from='
+            f'{cfg.get("load_from", None)}, or a model\'s init_cfg) was '
+            f'refused by torch\'s weights-only unpickler ({type(e).__name__}'
+            f'): it refers to objects that are not tensors or plain data and '
+            f'could run code (nothing in it was run), or it is damaged. Use '
+            f'a checkpoint of tensors only, e.g. re-saved with torch.save('
+            f'{{"state_dict": state_dict}}, path).') from None
 
 
 def missing_file(path: str) -> bool:

@@ -128,7 +128,8 @@ def main(argv=None):
     runner.register_hook(CheckpointFitHook(min_fraction=1.0))
 
     try:
-        metrics = runner.test()
+        with common.refusing_unpicklable('test.py', cfg):
+            metrics = runner.test()
     except CheckpointMismatchError as e:
         raise SystemExit(f'test.py: error: {args.checkpoint} does not fit '
                          f'the model of {args.config}: {e}')

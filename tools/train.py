@@ -97,7 +97,8 @@ def main(argv=None):
     runner = common.build_runner(cfg)
     if cfg.get('resume', False) and cfg.get('load_from'):
         runner.register_hook(ResumeFitHook(cfg.load_from, args.config))
-    runner.train()
+    with common.refusing_unpicklable('train.py', cfg):
+        runner.train()
 
 
 if __name__ == '__main__':

@@ -216,10 +216,6 @@ def _diagnose(filename: str, error: Exception) -> CheckpointError:
         f'empty or truncated: {what}')
 
 
-_LOAD_ERRORS = (pickle.UnpicklingError, EOFError, RuntimeError, ValueError,
-                KeyError, AttributeError, IndexError, TypeError)
-
-
 def safe_load(filename: str, map_location=None, mmap: bool = False):
     """``torch.load(filename, weights_only=True)``; a file it fails on is
     named, with what is wrong and what to do (:func:`_diagnose`).
@@ -232,11 +228,13 @@ def safe_load(filename: str, map_location=None, mmap: bool = False):
     """
     if not osp.isfile(filename):
         raise FileNotFoundError(f'checkpoint file not found: {filename}')
+    if osp.getsize(filename) == 0:  # torch: an EOFError without a message
+        raise _diagnose(filename, EOFError())
     try:
         with weights_only_loads():  # a TORCH_FORCE_* setting cannot clash
             return torch.load(filename, map_location=map_location,
                               weights_only=True, mmap=mmap or None)
-    except _LOAD_ERRORS as e:
+    except Exception as e:  # noqa: B902  (the file says what went wrong)
         error = _diagnose(filename, e)
     raise error  # outside the except clause: torch's text does not trail
 

@@ -11,10 +11,9 @@ What is exported: of a classifier config, the scores (one output ``scores``,
 ``--backbone-only``), the backbone (one output per feature map, ``feat0``,
 ``feat1``, ...); a whole detector or segmentor is mmdeploy's job.
 
-The input ``input`` is a float32 NCHW batch already normalised as the
-config's data preprocessor does (RGB, ``(img - mean) / std``), outside the
-graph as in OpenMMLab's practice; mean, std and channel order are printed
-and stored in the file's metadata.
+The input ``input`` is a float32 NCHW batch normalised as the config's data
+preprocessor does (RGB, ``(img - mean) / std``), outside the graph as in
+OpenMMLab's practice; mean, std and channel order go into the metadata.
 
 The model is built and loaded by its library's init function (every
 checkpoint read with ``weights_only=True``) and traced by PyTorch's
@@ -44,10 +43,11 @@ from mmcv.cnn.bricks.transformer import AdaptivePadding
 from mmengine.config import Config
 from mmengine.logging import MMLogger
 
-from mmcpvt.utils.checkpoint import weights_only_loads
-
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # tools
-from common import CfgOptionsAction, check_cfg_options  # noqa: E402
+import common  # noqa: E402
+
+common.setup()
+from mmcpvt.utils.checkpoint import weights_only_loads  # noqa: E402
 
 # 17: the first opset with LayerNormalization (one node per norm instead of
 # eleven); scaled_dot_product_attention is exported from opset 14 on.
@@ -161,7 +161,8 @@ def parse_args(argv=None):
     parser.add_argument(
         '--atol', type=float, default=DEFAULT_ATOL,
         help=f'largest max |delta| accepted (default {DEFAULT_ATOL})')
-    parser.add_argument('--cfg-options', nargs='+', action=CfgOptionsAction,
+    parser.add_argument('--cfg-options', nargs='+',
+                        action=common.CfgOptionsAction,
                         help='override config settings, key=value')
     args = parser.parse_args(argv)
     if len(args.shape) not in (1, 2) or min(args.shape) < 1:
@@ -211,7 +212,7 @@ def build_model(config: str, checkpoint=None, cfg_options=None):
     Returns ``(model, cfg)``."""
     cfg = Config.fromfile(config)
     if cfg_options:
-        check_cfg_options(cfg, cfg_options, config)  # misspelt keys
+        common.check_cfg_options(cfg, cfg_options, config)  # misspelt keys
         cfg.merge_from_dict(cfg_options)
     module, name = INIT_FUNCTIONS.get(cfg.get('default_scope'),
                                       INIT_FUNCTIONS['mmpretrain'])

@@ -1,0 +1,130 @@
+"""A checkpoint given by URL never runs its pickle, on any path of ours.
+
+mmengine loads ``http(s)://`` checkpoints through
+``torch.hub.load_state_dict_from_url``, which passes ``weights_only=False``.
+A pickle whose ``__reduce__`` calls ``os.system`` is served over http on
+127.0.0.1 and given to every entry point: a backbone's ``init_cfg``,
+``tools/train.py`` (``load_from``, ``--resume``), ``tools/test.py``,
+mmpretrain's own ``tools/train.py`` on one of our configs (our
+``WeightsOnlyLoadHook`` is named by the config), the ONNX export and an
+analysis tool. Each must fail and leave the payload unrun. Every process
+downloads into its own ``TORCH_HOME``: nothing is cached between paths.
+"""
+import functools
+import http.server
+import os
+import os.path as osp
+import sys
+import threading
+
+import pytest
+import torch
+
+from tests.utils import ROOT, explain, run_tool
+
+sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
+from make_imagenet import make_imagenet  # noqa: E402
+
+from tests.test_tools.test_train_e2e import (BASE_CONFIG,  # noqa: E402
+                                             NUM_CLASSES, SIZE, TEST_CONFIG)
+
+
+class RunsCode:
+    """Pickles as ``os.system('touch <marker>')``."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f'touch {self.marker}', )
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope='module')
+def served(tmp_path_factory):
+    """(URL of the malicious checkpoint, the file its payload would
+    create, a tiny classifier config, the data root)."""
+    root = tmp_path_factory.mktemp('served')
+    marker = root / 'payload_ran'
+    torch.save({'state_dict': {'w': torch.ones(1)}, 'x': RunsCode(marker)},
+               root / 'evil.pth')
+    server = http.server.ThreadingHTTPServer(
+        ('127.0.0.1', 0), functools.partial(QuietHandler, directory=root))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    data_root = str(root / 'imagenet')
+    make_imagenet(data_root, num_classes=NUM_CLASSES, train_per_class=2,
+                  val_per_class=1, size=SIZE, seed=0)
+    config = root / 'cpvt_tiny.py'
+    config.write_text(TEST_CONFIG.format(
+        base=BASE_CONFIG, data_root=data_root, size=SIZE,
+        resize=SIZE * 8 // 7, k=NUM_CLASSES))
+    url = f'http://127.0.0.1:{server.server_address[1]}/evil.pth'
+    yield url, marker, str(config)
+    server.shutdown()
+
+
+def _run(tmp_path, *args):
+    """A tool as a user runs it, with its own download cache."""
+    os.environ['TORCH_HOME'] = str(tmp_path / 'torch_home')
+    try:
+        return run_tool(*args, timeout=300)
+    finally:
+        del os.environ['TORCH_HOME']
+
+
+ENTRY_POINTS = {
+    'train.py load_from': lambda url, cfg, w: [
+        'tools/train.py', cfg, '--work-dir', w, '--cfg-options',
+        f'load_from={url}'],
+    'train.py --resume': lambda url, cfg, w: [
+        'tools/train.py', cfg, '--work-dir', w, '--resume', url],
+    'test.py': lambda url, cfg, w: [
+        'tools/test.py', cfg, url, '--work-dir', w],
+    'mmpretrain train.py': lambda url, cfg, w: [
+        osp.join(osp.dirname(__import__('mmpretrain').__file__), '.mim',
+                 'tools', 'train.py'), cfg, '--work-dir', w,
+        '--cfg-options', f'load_from={url}'],
+    'pytorch2onnx.py': lambda url, cfg, w: [
+        'tools/deployment/pytorch2onnx.py', cfg, '--checkpoint', url,
+        '--output-file', osp.join(w, 'model.onnx')],
+    'eval_resolutions.py': lambda url, cfg, w: [
+        'tools/analysis_tools/eval_resolutions.py', cfg, url, '--sizes',
+        str(SIZE), '--work-dir', w],
+}
+
+
+@pytest.mark.parametrize('entry', list(ENTRY_POINTS))
+def test_url_checkpoint_never_runs_its_pickle(served, tmp_path, entry):
+    url, marker, config = served
+    work_dir = str(tmp_path / 'work')
+    proc = _run(tmp_path, *ENTRY_POINTS[entry](url, config, work_dir))
+    assert not marker.exists(), f'{entry} ran the checkpoint\'s code'
+    assert proc.returncode != 0, explain(proc)
+    # the download happened: the refusal is torch's weights-only unpickler
+    assert osp.isfile(tmp_path / 'torch_home' / 'hub' / 'checkpoints' /
+                      'evil.pth'), explain(proc)
+    if entry in ('train.py load_from', 'train.py --resume', 'test.py'):
+        assert 'Traceback' not in proc.stderr, explain(proc)
+        assert 'refused by torch\'s weights-only unpickler' in proc.stderr
+
+
+def test_backbone_init_cfg_by_url(served, tmp_path, monkeypatch):
+    """In-process: ``init_cfg=dict(type='Pretrained', checkpoint=URL)``, even
+    with torch's default switched off by its environment variable."""
+    from mmcpvt.registry import MODELS
+    url, marker, _ = served
+    monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch_home'))
+    monkeypatch.setenv('TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD', '1')
+    model = MODELS.build(dict(
+        type='CPVT', arch=dict(embed_dims=32, num_layers=2, num_heads=2,
+                               feedforward_channels=64),
+        init_cfg=dict(type='Pretrained', checkpoint=url)))
+    with pytest.raises(Exception):
+        model.init_weights()
+    assert not marker.exists()
+    assert os.environ['TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD'] == '1'

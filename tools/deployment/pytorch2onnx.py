@@ -20,9 +20,8 @@ checkpoint read with ``weights_only=True``) and traced by PyTorch's
 TorchScript exporter (``dynamo=False``) with ``dynamic_axes``: PEG models
 have no position table tied to one size, so one file serves every input
 size. mmcv's ``AdaptivePadding`` pads by traced arithmetic during the export,
-as mmdeploy's rewriter does. A dynamic file (a ``--static`` one with
-``--verify``) is run with onnxruntime at ``--shape`` and at a second size that
-no patch, stride or window divides, and compared with PyTorch.
+as mmdeploy's rewriter does. onnxruntime checks the file against PyTorch at
+``--shape`` and at a size no patch, stride or window divides.
 """
 import argparse
 import importlib

@@ -395,6 +395,8 @@ def test_an_input_of_another_dtype_than_the_model_is_refused(name, dtype):
         assert model.double()(torch.randn(1, 3, 32, 32).double())
         with torch.autocast('cpu', dtype=torch.bfloat16):
             assert model.float()(torch.randn(1, 3, 32, 32).bfloat16())
+            with pytest.raises(TypeError, match='got torch.uint8; convert'):
+                model(torch.zeros(1, 3, 32, 32, dtype=torch.uint8))
 
 
 def test_cpvt_takes_norm_eval_for_a_peg_with_batch_norm():

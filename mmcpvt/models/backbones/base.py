@@ -111,6 +111,8 @@ class BaseBackbone(BaseModule):
         ``ARGS`` names, checked and normalised; ``KEPT_ARGS`` are set."""
         args = check_args(type(self).__name__, values, self.ARGS)
         self.arch_settings = args['arch']
+        if 'depths' in self.arch_settings:  # a backbone in stages
+            self.num_stages = len(self.arch_settings['depths'])
         for name in set(self.KEPT_ARGS) & set(args):
             setattr(self, name, args[name])
         return args
@@ -176,10 +178,9 @@ class BaseBackbone(BaseModule):
         except AssertionError:
             # mmengine's PretrainedInit asserts that a prefix occurs: find
             # the prefix that does not, by the checkpoint's keys
-            for cfg in pretrained:
+            for cfg in [c for c in pretrained if c.get('prefix')]:
                 keys = checkpoint_state_dict(cfg['checkpoint'])
-                prefix = cfg.get('prefix')
-                if prefix and not any(k.startswith(prefix) for k in keys):
+                if not any(k.startswith(cfg['prefix']) for k in keys):
                     raise self._prefix_not_found(cfg, keys) from None
             raise
 
@@ -288,8 +289,9 @@ class BaseBackbone(BaseModule):
         if not isinstance(x, torch.Tensor) or x.dim() != 4 or x.shape[
                 1] != self.in_channels or min(
                     x.shape[2], x.shape[3]) < self.min_input_size or (
-                        x.dtype != next(self.parameters()).dtype
-                        and not torch.is_autocast_enabled(x.device.type)):
+                        x.dtype != next(self.parameters()).dtype and not (
+                            x.is_floating_point() and
+                            torch.is_autocast_enabled(x.device.type))):
             raise self._bad_input(x)
 
     def _bad_input(self, x) -> Exception:
@@ -315,7 +317,7 @@ class BaseBackbone(BaseModule):
             return TypeError(
                 f'{want}, got {x.dtype}; convert and normalise the images '
                 f'first (x.float(), as the data preprocessor does)')
-        if x.dtype != dtype:
+        if x.dtype != dtype and not torch.is_autocast_enabled(x.device.type):
             return TypeError(
                 f'{owner} has {dtype} weights, got a {x.dtype} input; convert '
                 f'the input (x.to({dtype})) or the model (model.to('

@@ -12,9 +12,8 @@ from mmengine.model import ModuleDict, ModuleList
 
 from mmcpvt.registry import register_model
 from ..checks import Arch, Choice, Int, out_indices, positions
-from ..layers import (LearnedPositionEmbedding, RelativePositionEncoding2d,
-                      SinCos2dPositionEmbedding, TransformerBlock,
-                      nlc_to_nchw)
+from ..layers import (LearnedPositionEmbedding, SinCos2dPositionEmbedding,
+                      TransformerBlock, nlc_to_nchw)
 from .base import BEFORE_FIRST_BLOCK, BaseBackbone, patch_embed
 
 

@@ -108,7 +108,6 @@ class PVTPEG(BaseBackbone):
         super().__init__(init_cfg=init_cfg)
         args = self._check_args(locals())
         s = self.arch_settings
-        self.num_stages = len(s['depths'])
         self.embed_dims = s['embed_dims']
         self.map_strides = self.patch_sizes  # see _short_peg
         self.with_cls_token = out_type == 'cls_token'

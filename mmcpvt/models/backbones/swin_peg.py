@@ -219,7 +219,6 @@ class SwinPEG(BaseBackbone):
         super().__init__(init_cfg=init_cfg)
         args = self._check_args(locals())
         s = self.arch_settings
-        self.num_stages = len(s['depths'])
         # patch embedding, then patch merging (see _short_peg)
         self.map_strides = (patch_size, ) + (2, ) * (self.num_stages - 1)
         dims = [s['embed_dims'] * 2**i for i in range(self.num_stages)]

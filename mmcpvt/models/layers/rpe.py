@@ -12,6 +12,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from mmengine.model.weight_init import trunc_normal_
 
+from ..checks import Int, check_args
+
 
 def relative_position_index(hw_shape: Sequence[int], num_extra_tokens: int,
                             clip_distance: int,
@@ -74,11 +76,8 @@ class RelativePositionEncoding2d(nn.Module):
 
     def __init__(self, head_dims: int, clip_distance: int = 8):
         super().__init__()
-        if not isinstance(clip_distance, int) or isinstance(
-                clip_distance, bool) or clip_distance < 1:
-            raise ValueError(f'RelativePositionEncoding2d: clip_distance '
-                             f'must be a positive int (the paper uses 8), '
-                             f'got {clip_distance!r}; set it in rpe_cfg')
+        check_args('RelativePositionEncoding2d', locals(),
+                   dict(clip_distance=Int(1)), 'model.backbone.rpe_cfg.')
         self.head_dims = head_dims
         self.clip_distance = clip_distance
         self.scale = head_dims**-0.5

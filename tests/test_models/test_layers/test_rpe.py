@@ -111,13 +111,15 @@ def test_index_is_cached_per_map_size():
     assert len(rpe._index_cache) == 2
 
 
-@pytest.mark.parametrize('kwargs, match', [
-    (dict(clip_distance=0), 'positive int'),
-    (dict(clip_distance=2.5), 'positive int'),
-    (dict(clip_distance=True), 'positive int'),
+@pytest.mark.parametrize('kwargs, error, match', [
+    (dict(clip_distance=0), ValueError, 'must be an int >= 1, got 0'),
+    (dict(clip_distance=2.5), TypeError, r'got 2\.5 \(a float\)'),
+    (dict(clip_distance=True), TypeError, r'got True \(a bool\)'),
 ])
-def test_bad_clip_distance_is_explained(kwargs, match):
-    with pytest.raises(ValueError, match=match):
+def test_bad_clip_distance_is_explained(kwargs, error, match):
+    with pytest.raises(error, match=r'RelativePositionEncoding2d: '
+                       r'clip_distance .*' + match + '; change '
+                       r'model.backbone.rpe_cfg.clip_distance'):
         RelativePositionEncoding2d(8, **kwargs)
 
 

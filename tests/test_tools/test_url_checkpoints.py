@@ -53,6 +53,8 @@ def served(tmp_path_factory):
     marker = root / 'payload_ran'
     torch.save({'state_dict': {'w': torch.ones(1)}, 'x': RunsCode(marker)},
                root / 'evil.pth')
+    # the control's own copy, with its own marker
+    torch.save({'x': RunsCode(root / 'control_ran')}, root / 'control.pth')
     server = http.server.ThreadingHTTPServer(
         ('127.0.0.1', 0), functools.partial(QuietHandler, directory=root))
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -90,11 +92,11 @@ ENTRY_POINTS = {
                  'tools', 'train.py'), cfg, '--work-dir', w,
         '--cfg-options', f'load_from={url}'],
     'pytorch2onnx.py': lambda url, cfg, w: [
-        'tools/deployment/pytorch2onnx.py', cfg, '--checkpoint', url,
+        'tools/deployment/pytorch2onnx.py', cfg, url,
         '--output-file', osp.join(w, 'model.onnx')],
     'eval_resolutions.py': lambda url, cfg, w: [
         'tools/analysis_tools/eval_resolutions.py', cfg, url, '--sizes',
-        str(SIZE), '--work-dir', w],
+        str(SIZE), '--out-dir', w],
 }
 
 
@@ -128,3 +130,15 @@ def test_backbone_init_cfg_by_url(served, tmp_path, monkeypatch):
         model.init_weights()
     assert not marker.exists()
     assert os.environ['TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD'] == '1'
+
+
+def test_control_mmengine_alone_runs_the_pickle(served, tmp_path,
+                                                 monkeypatch):
+    """The threat is real: mmengine's http loader, outside our tools and
+    hooks, unpickles with weights_only=False and runs the payload."""
+    from mmengine.runner.checkpoint import load_from_http
+    url, marker, _ = served
+    monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch_home'))
+    monkeypatch.delenv('TORCH_FORCE_WEIGHTS_ONLY_LOAD', raising=False)
+    load_from_http(url.replace('evil.pth', 'control.pth'))
+    assert (marker.parent / 'control_ran').exists()

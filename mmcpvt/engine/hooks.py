@@ -25,8 +25,8 @@ from mmengine.logging import print_log
 from mmengine.runner import find_latest_checkpoint, set_random_seed
 
 from mmcpvt.registry import register_hook
-from mmcpvt.utils.checkpoint import (check_checkpoint, check_state_dict_fits,
-                                     weights_only_loads)
+from mmcpvt.utils.checkpoint import check_checkpoint, weights_only_loads
+from mmcpvt.utils.state_dict import check_state_dict_fits
 
 
 @register_hook

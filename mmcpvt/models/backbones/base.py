@@ -13,9 +13,10 @@ from mmengine.model import BaseModule, ModuleDict
 from mmengine.model.weight_init import trunc_normal_
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from mmcpvt.utils.checkpoint import (USUAL_CAUSES, CheckpointMismatchError,
-                                     KeyMatch, check_state_dict_fits,
+from mmcpvt.utils.checkpoint import (CheckpointMismatchError,
                                      checkpoint_state_dict, weights_only_loads)
+from mmcpvt.utils.state_dict import (USUAL_CAUSES, KeyMatch,
+                                     check_state_dict_fits)
 from mmcpvt.utils.convert import CONVERTERS, detect_family, unwrap
 from ..checks import (Cfg, Flag, Int, Ints, Rate, Size, StagePositions,
                       check_args, out_indices)

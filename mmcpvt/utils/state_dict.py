@@ -1,0 +1,178 @@
+"""Whether a checkpoint's tensors fit a model: :func:`check_state_dict_fits`
+(the backbones when they load, :class:`mmcpvt.engine.CheckpointFitHook`)
+and :class:`KeyMatch`, which says what does not fit and why it most likely
+does not."""
+from collections import Counter
+from typing import List, Mapping, Optional, Tuple
+
+from .checkpoint import CheckpointMismatchError
+from .convert import BACKBONES, TOOLS, detect_family
+
+
+def _shape(value):
+    shape = getattr(value, 'shape', None)
+    return None if shape is None else tuple(shape)
+
+
+def _sample(keys, n: int = 3) -> str:
+    keys = list(keys)
+    return ', '.join(keys[:n]) + (', ...' if len(keys) > n else '')
+
+
+def _groups(keys) -> str:
+    """'neck (16), bbox_head (40)': keys counted by their first name."""
+    count = Counter(k.split('.')[0] for k in keys)
+    return ', '.join(f'{g} ({n})' for g, n in count.items())
+
+
+def _guess_prefix(expected, offered) -> Optional[Tuple[str, str, int]]:
+    """A prefix that would make the offered keys fit: ``('strip', p, n)``
+    when the offered keys carry ``p`` too many, ``('add', p, n)`` when they
+    lack it; ``n`` keys would then fit."""
+    expected, offered = set(expected), set(offered)
+    strip, add = Counter(), Counter()
+    for keys, other, count in ((offered, expected, strip),
+                               (expected, offered, add)):
+        for k in keys:
+            parts = k.split('.')
+            for i in range(1, len(parts)):
+                if '.'.join(parts[i:]) in other:
+                    count['.'.join(parts[:i]) + '.'] += 1
+                    break
+    best = [(how, *c.most_common(1)[0]) for how, c in (('strip', strip),
+                                                       ('add', add)) if c]
+    return max(best, key=lambda b: b[2]) if best else None
+
+
+class KeyMatch:
+    """How the tensors ``offered`` fit those ``expected`` (both name ->
+    tensor): ``matched``, ``missing`` (not offered), ``wrong_shape``
+    (offered with another shape) and ``unexpected`` (offered, not expected)
+    key lists. BatchNorm step counters are not counted."""
+
+    def __init__(self, expected: Mapping, offered: Mapping):
+        self.expected = {k: _shape(v) for k, v in expected.items()
+                         if not k.endswith('num_batches_tracked')}
+        self.offered = {k: _shape(v) for k, v in offered.items()}
+        self.matched: List[str] = []
+        self.missing: List[str] = []
+        self.wrong_shape: List[str] = []
+        for k, shape in self.expected.items():
+            if k not in self.offered:
+                self.missing.append(k)
+            elif self.offered[k] != shape:
+                self.wrong_shape.append(k)
+            else:
+                self.matched.append(k)
+        self.unexpected = [k for k in self.offered if k not in self.expected
+                           and not k.endswith('num_batches_tracked')]
+
+    @property
+    def total(self) -> int:
+        return len(self.expected)
+
+    def details(self, prefix: str = '') -> str:
+        """The missing, wrong-shape and unexpected keys: counts and a few
+        examples, one kind a line."""
+        lines = []
+        if self.missing:
+            lines.append(f'missing {len(self.missing)}: '
+                         f'{_groups(self.missing)} (e.g. '
+                         f'{_sample(prefix + k for k in self.missing)})')
+        if self.wrong_shape:
+            shown = ', '.join(
+                f'{prefix}{k}: checkpoint {self.offered[k]}, model '
+                f'{self.expected[k]}' for k in self.wrong_shape[:2])
+            more = ', ...' if len(self.wrong_shape) > 2 else ''
+            lines.append(f'of another shape {len(self.wrong_shape)} (e.g. '
+                         f'{shown}{more})')
+        if self.unexpected:
+            lines.append(f'in the checkpoint, not in the model '
+                         f'{len(self.unexpected)} (e.g. '
+                         f'{_sample(prefix + k for k in self.unexpected)})')
+        return '\n'.join('  ' + line for line in lines)
+
+    def likely_causes(self) -> List[str]:
+        """What most likely went wrong, and where to change it."""
+        found = []
+        guess = _guess_prefix(self.expected, self.offered)
+        if guess and guess[2] * 2 >= self.total:
+            how, p, n = guess
+            if how == 'strip':
+                found.append(
+                    f'the checkpoint\'s keys carry the prefix {p!r} ({n} '
+                    f'tensors fit without it): load it with that prefix, '
+                    f'e.g. init_cfg=dict(type=\'Pretrained\', checkpoint=..., '
+                    f'prefix={p!r})')
+            else:
+                found.append(
+                    f'the checkpoint\'s keys lack the prefix {p!r} ({n} '
+                    f'tensors fit with it): it holds only that part of the '
+                    f'model; load it into that part, e.g. model.'
+                    f'{p}init_cfg=dict(type=\'Pretrained\', checkpoint=...)')
+        family = detect_family(self.offered)
+        if family in TOOLS:
+            found.append(f'it looks like an official / timm {family} '
+                         f'checkpoint, which is for {BACKBONES[family]} '
+                         f'({TOOLS[family]} converts it)')
+        if self.wrong_shape and len(self.wrong_shape) >= len(self.missing):
+            found.append('the keys fit but the shapes do not: a checkpoint '
+                         'of another size (compare the config\'s arch, '
+                         'embed_dims, depths with the checkpoint\'s)')
+        fitted = {k.split('.')[0] for k in self.matched}
+        unfit = {k.split('.')[0] for k in self.missing + self.wrong_shape}
+        if fitted and self.missing and not fitted & unfit:
+            parts = ', '.join(sorted(fitted))
+            found.append(
+                f'the checkpoint holds only the {parts} of this model (a '
+                f'classifier or backbone checkpoint, not one of this '
+                f'config): to train from it, use model.backbone.init_cfg='
+                f'dict(type=\'Pretrained\', checkpoint=..., '
+                f'prefix=\'backbone.\'); to test, use a checkpoint that '
+                f'training this config wrote (work_dirs/<config>/epoch_N.pth '
+                f'or iter_N.pth)')
+        return found
+
+
+USUAL_CAUSES = (
+    'Usual causes: a checkpoint of another architecture or size; a missing '
+    'or wrong prefix in init_cfg (prefix=\'backbone.\' for a classifier or '
+    'detector checkpoint); an official file that '
+    'tools/model_converters/*2mmcpvt.py must convert first.')
+
+
+def _causes(match: 'KeyMatch') -> str:
+    found = match.likely_causes()
+    if not found:
+        return USUAL_CAUSES
+    return 'Likely: ' + '; or '.join(found) + '.\n' + USUAL_CAUSES
+
+
+def check_state_dict_fits(expected: Mapping, offered: Mapping,
+                          min_fraction: float = 0.5, owner: str = 'model',
+                          prefix: str = '', why: str = '') -> KeyMatch:
+    """Raise :class:`CheckpointMismatchError` unless at least
+    ``min_fraction`` of the ``expected`` tensors (a state dict) are in
+    ``offered`` with their shapes; return the :class:`KeyMatch`.
+
+    ``owner`` names the model in the message, ``prefix`` is put before its
+    keys there (``'backbone.'`` for a backbone loaded as part of a
+    detector), ``why`` says why the rule is what it is.
+    """
+    match = KeyMatch(expected, offered)
+    if len(match.matched) >= min_fraction * match.total:
+        return match
+    if not match.matched:
+        head = f'none of the {match.total} tensors of {owner}'
+    else:
+        head = f'only {len(match.matched)} of the {match.total} tensors of ' \
+               f'{owner}'
+    where = f' (keys {prefix}*)' if prefix else ''
+    if not match.offered:
+        got = (f'the checkpoint has no tensor under {prefix!r}' if prefix
+               else 'the checkpoint has no tensors')
+    else:
+        got = f'the checkpoint offers {len(match.offered)}'
+    raise CheckpointMismatchError(
+        f'{head}{where} are in the checkpoint with their shapes ({got}); '
+        f'{why}\n{match.details(prefix)}\n{_causes(match)}')

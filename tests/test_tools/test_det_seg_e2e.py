@@ -186,3 +186,53 @@ def test_semantic_fpn_pvt_tiny_peg_train_test(tmp_path):
         'test_dataloader.dataset.pipeline.1.scale=(320,128)')
     assert proc.returncode == 0, explain(proc)
     assert re.search(r'mIoU: [\d.]+', proc.stdout), explain(proc)
+
+
+def test_mmdet_own_train_py_runs_our_hooks(tmp_path):
+    """mmdet's own tools/train.py on one of our configs (no mmcpvt tool
+    involved): the config names our hooks, so the work-dir lock, the
+    weights-only checkpoint check and atomic saving are active there too."""
+    import os
+    import mmdet
+    mmdet_train = osp.join(osp.dirname(mmdet.__file__), '.mim', 'tools',
+                           'train.py')
+    data_root = str(tmp_path / 'coco') + '/'
+    make_coco(data_root, num_train=4, num_val=2, size=128, num_classes=K,
+              seed=0)
+    config = tmp_path / 'retinanet_tiny_test.py'
+    config.write_text(DET_CONFIG.format(
+        base=DET_BASE, data_root=data_root, classes=coco_classes(K), k=K))
+    work_dir = tmp_path / 'work_dir'
+    one_epoch = ['--cfg-options', 'train_cfg.max_epochs=1',
+                 'train_cfg.val_interval=1']
+
+    # a training holds the work dir (this process stands for it)
+    work_dir.mkdir()
+    lock = work_dir / '.train.lock'
+    import socket
+    lock.write_text(f'{socket.gethostname()} {os.getpid()}')
+    proc = run_tool(mmdet_train, str(config), '--work-dir', str(work_dir),
+                    *one_epoch)
+    assert proc.returncode != 0, explain(proc)
+    assert f'work dir {work_dir} is in use by another training' in \
+        proc.stderr, explain(proc)
+    lock.unlink()
+
+    # an empty load_from is refused before anything is loaded
+    empty = tmp_path / 'empty.pth'
+    empty.write_bytes(b'')
+    proc = run_tool(mmdet_train, str(config), '--work-dir',
+                    str(tmp_path / 'other'), *one_epoch, f'load_from={empty}')
+    assert proc.returncode != 0, explain(proc)
+    assert f'{empty}: the checkpoint is empty or truncated (the file has 0 ' \
+        'bytes)' in proc.stderr, explain(proc)
+
+    proc = run_tool(mmdet_train, str(config), '--work-dir', str(work_dir),
+                    *one_epoch)
+    assert proc.returncode == 0, explain(proc)
+    assert sorted(p.name for p in work_dir.glob('*.pth')) == ['epoch_1.pth']
+    assert not lock.exists() and not list(work_dir.glob('.*.tmp'))
+    log = runner_logs(str(work_dir))
+    for hook in ('WeightsOnlyLoadHook', 'EpochSeedHook', 'WorkDirLockHook'):
+        assert hook in log, hook
+    assert "backend='mmcpvt_atomic'" in (work_dir / config.name).read_text()

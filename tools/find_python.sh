@@ -33,3 +33,13 @@ else
         exit 1
     fi
 fi
+
+# check_count NAME VALUE: exit 2 unless VALUE is a positive integer (a
+# number of processes, nodes or GPUs), naming NAME and the value.
+check_count() {
+    if ! [[ $2 =~ ^[1-9][0-9]*$ ]]; then
+        echo "$(basename "$0"): $1=$2: the number of processes must be a" \
+            "positive integer (1 or more), e.g. 1 for one process" >&2
+        exit 2
+    fi
+}

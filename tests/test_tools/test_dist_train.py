@@ -342,3 +342,17 @@ def test_python_choice(tmp_path):
     proc = which(system, PYTHON=str(no_torch / 'python'))
     assert proc.returncode == 1
     assert f'PYTHON={no_torch}/python cannot import torch' in proc.stderr
+
+
+@pytest.mark.parametrize('script,args', [
+    ('tools/dist_train.sh', ['CONFIG', '0']),
+    ('tools/dist_test.sh', ['CONFIG', 'CKPT', 'two']),
+])
+def test_process_count_must_be_positive(script, args):
+    """``dist_train.sh CFG 0`` used to end in torchrun's bare
+    AssertionError."""
+    proc = _bash(script, *args)
+    assert proc.returncode == 2, explain(proc)
+    assert f'GPUS={args[-1]}: the number of processes must be a positive ' \
+        'integer' in proc.stderr
+    assert 'Traceback' not in proc.stderr

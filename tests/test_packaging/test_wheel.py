@@ -1,7 +1,7 @@
 """The package a user installs: the wheel of ``pip install .`` and the
 editable install of ``make install``, built from a copy of the checkout.
 
-The wheel must carry configs/, tools/ and model-index.yml in
+The wheel must carry configs/, tools/ and the model-indexes in
 ``mmcpvt/.mim`` (what mim and mmpretrain's model hub read), compatible
 version ranges (not pins) and the licence; the editable install must link
 ``mmcpvt/.mim`` to the checkout's files; and building one over the other
@@ -27,6 +27,8 @@ from check_package import SKIP, make_venv  # noqa: E402
 
 MIM_SUFFIXES = {'configs': ('.py', '.yml', '.md'),
                 'tools': ('.py', '.sh', '.yml')}
+MIM_NAMES = ('configs', 'tools', 'model-index.yml',
+             'model-index-mmpretrain.yml')
 
 
 def _pip(*args, cwd):
@@ -66,7 +68,7 @@ def built(tmp_path_factory):
     assert proc.returncode == 0, explain(proc)
     editable_origin = proc.stdout.strip()
     links = {name: os.readlink(osp.join(src, 'mmcpvt', '.mim', name))
-             for name in ('configs', 'tools', 'model-index.yml')}
+             for name in MIM_NAMES}
     originals = {folder: _tree_files(src, folder, suffixes)
                  for folder, suffixes in MIM_SUFFIXES.items()}
 
@@ -89,15 +91,13 @@ def test_editable_install_links_mim_files_to_the_checkout(built):
     src = built['src']
     assert built['editable_origin'] == osp.join(src, 'mmcpvt',
                                                 '__init__.py')
-    assert built['links'] == {'configs': '../../configs',
-                              'tools': '../../tools',
-                              'model-index.yml': '../../model-index.yml'}
+    assert built['links'] == {name: f'../../{name}' for name in MIM_NAMES}
 
 
 def test_wheel_build_replaces_the_links_not_the_originals(built):
     src = built['src']
     mim = osp.join(src, 'mmcpvt', '.mim')
-    for name in ('configs', 'tools', 'model-index.yml'):
+    for name in MIM_NAMES:
         assert not osp.islink(osp.join(mim, name)), name
     # what the links pointed to is intact, and copied
     for folder, suffixes in MIM_SUFFIXES.items():
@@ -118,6 +118,7 @@ def test_wheel_ships_configs_tools_and_model_index(built):
                     for f in _tree_files(src, folder, suffixes)}
         assert expected and expected <= names, sorted(expected - names)
     assert 'mmcpvt/.mim/tools/train.py' in names
+    assert 'mmcpvt/.mim/model-index-mmpretrain.yml' in names
     assert 'mmcpvt/.mim/configs/cpvt/cpvt-tiny_4xb256_in1k.py' in names
     # every config the metafiles name is in the wheel
     for meta in metafiles.values():

@@ -16,12 +16,10 @@ import platform
 import re
 import subprocess
 import sys
-import time
 import types
 
 import pytest
 import torch
-import torch.nn as nn
 
 from tests import utils
 from tests.utils import ROOT, explain, n_params
@@ -127,91 +125,54 @@ def test_get_flops_missing_config():
 
 # --------------------------------------------------------------- benchmark
 NUMBER = r'([0-9]+(?:\.[0-9]+)?)'
-# tiny settings: 64 px, batch 2, one ABBA block of 2 calls a run
-TINY = ('--sizes', '64', '--batch', '2', '--runs', '2', '--iters', '2',
-        '--warmup', '1', '--threads', '1')
+# tiny settings: 64 px, batch 2, one ABBA block, 0.05 s of timed calls a run
+TINY = ('--sizes', '64', '--batch', '2', '--runs', '2', '--min-time', '0.05',
+        '--threads', '1')
 
 
-def result_line(stdout, what, ours, theirs, unit='img/s'):
-    """The one ``what`` line of ours vs theirs: batch, figures, ratio and
-    its interval."""
+def result_line(stdout, what, ours, theirs):
+    """The one ``what`` line of ours vs theirs: batch, img/s, ratio and its
+    interval."""
     found = [line for line in stdout.splitlines()
              if line.startswith(what + ' ')]
     assert len(found) == 1, (what, stdout)
     match = re.search(
-        rf'64px b(\d+)\s+{re.escape(ours)}\s+{NUMBER} {unit}\s+vs\s+'
-        rf'{re.escape(theirs)}\s+{NUMBER} {unit}\s+ratio {NUMBER} '
+        rf'64px b(\d+)\s+{re.escape(ours)}\s+{NUMBER} img/s\s+vs\s+'
+        rf'{re.escape(theirs)}\s+{NUMBER} img/s\s+ratio {NUMBER} '
         rf'\[{NUMBER}, {NUMBER}\]', found[0])
     assert match, found[0]
     return [float(g) for g in match.groups()]
 
 
 def test_benchmark_cli_pair_one_process_per_run(tmp_path):
+    # the forward only: the training step's child is tested below
     out = run_tool('benchmark', '--pairs', 'cpvt-tiny:deit-tiny@mmpretrain',
-                   *TINY, '--train', '--json', str(tmp_path / 'r.json'))
+                   *TINY, '--json', str(tmp_path / 'r.json'), timeout=600)
     assert out.returncode == 0, explain(out)
     assert 'each model alone in its own process' in out.stdout.splitlines()[0]
     # a progress line per ABBA block on stderr; stdout has the results only
-    progress = re.findall(
-        r'^\[(\d)/2 blocks\] (\w+) 64px cpvt-tiny vs deit-tiny@mmpretrain, '
-        rf'block 1/1: {NUMBER} (s|min|h) so far, ~{NUMBER} (s|min|h) left$',
-        out.stderr, re.M)
-    assert [p[:2] for p in progress] == [('1', 'forward'), ('2', 'train')], \
-        out.stderr
+    assert re.search(
+        r'^\[1/1 blocks\] forward 64px cpvt-tiny vs deit-tiny@mmpretrain, '
+        rf'block 1/1: {NUMBER} min so far, ~{NUMBER} min left$',
+        out.stderr, re.M), out.stderr
     assert 'blocks]' not in out.stdout
-    for what in ('forward', 'train'):
-        batch, ours, theirs, ratio, lo, hi = result_line(
-            out.stdout, what, 'cpvt-tiny', 'deit-tiny@mmpretrain')
-        assert batch == 2 and ours > 0 and theirs > 0
-        # two runs of each, one ABBA block: its ratio of summed times is
-        # the ratio of the mean (here: median) times, and the interval of
-        # one block is that block
-        assert ratio == pytest.approx(ours / theirs, rel=0.01), out.stdout
-        assert lo == hi == ratio
-    with open(tmp_path / 'r.json') as f:
-        results = json.load(f)
-    assert [r['what'] for r in results] == ['forward', 'train']
-    for r in results:
-        assert (r['ours'], r['theirs'], r['size'], r['batch']) == (
-            'cpvt-tiny', 'deit-tiny@mmpretrain', 64, 2)
-        assert not (r['in_process'] or r['compiled'] or r['target'])
-        assert len(r['ours_s']) == len(r['theirs_s']) == 2
-        assert r['ratio'] == pytest.approx(
-            sum(r['theirs_s']) / sum(r['ours_s']))
-        assert r['ours_faults'] >= 0 and r['theirs_faults'] >= 0
-
-
-def test_benchmark_cli_in_process_a_a_latency_profile(benchmark, tmp_path):
-    out = run_tool('benchmark', '--in-process', '--pairs',
-                   'cpvt-tiny:cpvt-tiny', *TINY, '--runs', '4', '--latency',
-                   '--profile', '1', '--malloc', 'retain', '--json',
-                   str(tmp_path / 'r.json'))
-    assert out.returncode == 0, explain(out)
-    header = out.stdout.splitlines()[0]
-    assert 'in this one process' in header and 'malloc retain' in header
     batch, ours, theirs, ratio, lo, hi = result_line(
-        out.stdout, 'forward', 'cpvt-tiny', 'cpvt-tiny')
-    assert batch == 2 and lo <= ratio <= hi
-    batch, ours, theirs, ratio, lo, hi = result_line(
-        out.stdout, 'latency', 'cpvt-tiny', 'cpvt-tiny', unit='ms')
-    assert batch == 1 and ours > 0 and theirs > 0 and lo <= ratio <= hi
+        out.stdout, 'forward', 'cpvt-tiny', 'deit-tiny@mmpretrain')
+    assert batch == 2 and ours > 0 and theirs > 0
+    # two runs of each, one ABBA block: its ratio of summed times is the
+    # ratio of the mean (here: median) times, and the interval of one block
+    # is that block
+    assert ratio == pytest.approx(ours / theirs, rel=0.01), out.stdout
+    assert lo == hi == ratio
     with open(tmp_path / 'r.json') as f:
-        results = json.load(f)
-    assert [(r['what'], r['batch'], r['in_process']) for r in results] == [
-        ('forward', 2, True), ('latency', 1, True)]
-    # the process restarted itself with glibc's variables set
-    for r in results:
-        assert r['malloc'].items() >= benchmark.RETAIN_MALLOC.items()
-        assert len(r['ours_s']) == 4
-    # the operator tables of both sides, from their own processes
-    assert len(re.findall(rf'profile cpvt-tiny, 64px b2, 1 forwards, '
-                          rf'{NUMBER} page faults per forward',
-                          out.stdout)) == 2, out.stdout
-    tables = out.stdout.split('\nprofile ')[1:]
-    assert len(tables) == 2, out.stdout
-    for table in tables:  # rows per operator and input shapes
-        assert 'Input Shapes' in table and 'aten::addmm' in table, table
-        assert '[[192], [34, 768], [768, 192]' in table, table  # fc2, b2
+        (r, ) = json.load(f)
+    ours, theirs = r['job']['ours'], r['job']['theirs']
+    assert (ours['model'], theirs['model'], ours['what'], ours['size'],
+            ours['batch'], theirs['batch']) == (
+        'cpvt-tiny', 'deit-tiny@mmpretrain', 'forward', 64, 2, 2)
+    assert not (ours['compile'] or r['job']['target'])
+    assert len(r['ours_s']) == len(r['theirs_s']) == 2
+    assert r['ratio'] == pytest.approx(sum(r['theirs_s']) / sum(r['ours_s']))
 
 
 def test_benchmark_cli_memory():
@@ -224,16 +185,11 @@ def test_benchmark_cli_memory():
     assert float(match.group(1)) > 0
 
 
-@pytest.mark.parametrize('flag', [
-    ['--pairs', 'nosuchmodel:deit-tiny@mmpretrain'],
-    ['--memory', 'nosuchmodel'],
-    ['--compile', 'nosuchmodel']])
-def test_benchmark_unknown_model(flag):
-    out = run_tool('benchmark', *flag)
-    assert out.returncode != 0
-    assert "unknown model 'nosuchmodel'" in out.stderr, out.stderr
-    assert 'cpvt-tiny' in out.stderr  # says what is known
-    assert 'img/s' not in out.stdout and 'MiB' not in out.stdout
+def test_benchmark_bad_argument_cli():
+    out = run_tool('benchmark', '--pairs', 'nosuchmodel:deit-tiny@mmpretrain')
+    assert out.returncode == 2 and not out.stdout, explain(out)
+    assert ("argument --pairs: 'nosuchmodel:deit-tiny@mmpretrain' given; "
+            'allowed: OURS:THEIRS, each one of cpvt-tiny,') in out.stderr
 
 
 @pytest.fixture(scope='module')
@@ -242,30 +198,62 @@ def benchmark():
     return load_tool('benchmark')
 
 
+@pytest.mark.parametrize('argv, says', [
+    (['--pairs', 'cpvt-tiny'],
+     "argument --pairs: 'cpvt-tiny' given; allowed: OURS:THEIRS"),
+    (['--memory', 'nosuchmodel'],
+     "argument --memory: invalid choice: 'nosuchmodel' (choose from "
+     "'cpvt-tiny',"),
+    (['--compile', 'nosuchmodel'],
+     "argument --compile: invalid choice: 'nosuchmodel' (choose from "
+     "'cpvt-tiny',"),
+    # detectors are not compiled
+    (['--compile', 'retinanet-pvt-tiny-peg'],
+     "argument --compile: invalid choice: 'retinanet-pvt-tiny-peg' (choose "
+     "from 'cpvt-tiny',"),
+    (['--batch', '0'], 'argument --batch: 0 given, > 0 is allowed'),
+    (['--sizes', '224', '-1'], 'argument --sizes: -1 given, > 0 is allowed'),
+    (['--min-time', '0'], 'argument --min-time: 0.0 given, > 0 is allowed')])
+def test_benchmark_bad_argument(benchmark, capsys, argv, says):
+    with pytest.raises(SystemExit):
+        benchmark.parse_args(argv)
+    assert says in capsys.readouterr().err
+
+
 def test_benchmark_targets_file(benchmark, tmp_path, capsys):
     targets = benchmark.load_targets()
     assert targets
     for t in targets:
-        assert t.ours in benchmark.MODELS and t.theirs in benchmark.MODELS, t
-        assert t.what in ('forward', 'train') and t.size > 0, t
-        assert t.ratio is None or t.ratio > 0, t
+        assert set(t) == {'ours', 'theirs', 'what', 'size', 'ratio'}, t
+        assert {t['ours'], t['theirs']} <= set(benchmark.MODELS), t
+        assert t['what'] in ('forward', 'train') and t['size'] > 0, t
+        assert t['ratio'] is None or t['ratio'] > 0, t
     # an A:A pair without a target: the noise of the measurement
-    assert any(t.ours == t.theirs and t.ratio is None for t in targets)
+    assert any(t['ours'] == t['theirs'] and t['ratio'] is None
+               for t in targets)
     # the default run measures exactly these; detectors at their batch
     jobs = benchmark.plan(benchmark.parse_args([]))
-    assert [(j.ours.model, j.theirs.model, j.what, j.ours.size, j.target)
-            for j in jobs] == [(t.ours, t.theirs, t.what, t.size, t.ratio)
-                               for t in targets]
+    assert [(j.ours.model, j.theirs.model, j.ours.what, j.theirs.what,
+             j.ours.size, j.target) for j in jobs] == [
+        (t['ours'], t['theirs'], t['what'], t['what'], t['size'],
+         t['ratio']) for t in targets]
     for j in jobs:
         assert j.ours.batch == j.theirs.batch == (
             2 if benchmark.is_detector(j.ours.model) else 16), j
-    # a file naming an unknown model is refused, saying where
+        assert j.ours == dataclasses.replace(j.theirs, model=j.ours.model)
+    # a file naming an unknown model or measuring something else is
+    # refused, saying where and what is allowed
     bad = tmp_path / 'targets.yml'
-    bad.write_text('- {ours: cpvt-tiny, theirs: nosuchmodel, what: forward, '
-                   'size: 224, ratio: 1.0}\n')
-    with pytest.raises(SystemExit):
-        benchmark.parse_args(['--targets', str(bad)])
-    assert f"unknown model 'nosuchmodel' in {bad}" in capsys.readouterr().err
+    for entry, given in (('theirs: nosuchmodel, what: forward', 'nosuchmodel'),
+                         ('theirs: cpvt-tiny, what: latency', 'latency')):
+        bad.write_text(f'- {{ours: cpvt-tiny, {entry}, size: 224, '
+                       'ratio: 1.0}\n')
+        with pytest.raises(SystemExit):
+            benchmark.parse_args(['--targets', str(bad)])
+        err = capsys.readouterr().err
+        assert 'argument --targets: ' in err and str(bad) in err, err
+        assert given in err and 'forward or train' in err, err
+        assert 'models: cpvt-tiny,' in err, err
 
 
 def test_benchmark_compile_pairs_inductor_with_eager(benchmark):
@@ -276,30 +264,21 @@ def test_benchmark_compile_pairs_inductor_with_eager(benchmark):
     for j in jobs:
         assert j.ours.compile and not j.theirs.compile
         assert j.ours == dataclasses.replace(j.theirs, compile=True)
-        assert (j.what, j.ours.size) == ('forward', 64)
+        assert (j.ours.what, j.ours.size) == ('forward', 64)
     jobs = benchmark.plan(benchmark.parse_args(
-        ['--compile', 'cpvt-tiny', '--train', '--latency']))
-    assert [(j.what, j.ours.what, j.ours.batch, j.ours.compile)
-            for j in jobs] == [('forward', 'forward', 16, True),
-                               ('train', 'train', 16, True),
-                               ('latency', 'forward', 1, True)]
-    with pytest.raises(SystemExit):  # detectors are not compiled
-        benchmark.parse_args(['--compile', 'retinanet-pvt-tiny-peg'])
+        ['--compile', 'cpvt-tiny', '--train']))
+    assert [(j.ours.what, j.ours.batch, j.ours.compile) for j in jobs] == [
+        ('forward', 16, True), ('train', 16, True)]
 
 
 def test_benchmark_child_gets_its_settings(benchmark):
-    Settings = benchmark.Settings
-    s = Settings('cpvt-tiny', what='train', size=64, batch=2, threads=1,
-                 warmup=1, iters=2)
-    assert Settings.from_json(s.to_json()) == s
-    with pytest.raises(TypeError):  # nothing else is accepted
-        Settings.from_json('{"model": "cpvt-tiny", "rounds": 3}')
-    # the child parses what it got with the same dataclass, says what it
-    # ran and under which allocator settings
-    out = benchmark.run_child(s, benchmark.child_env('retain'))
-    assert Settings(**out['settings']) == s
-    assert out['seconds'] > 0 and out['faults'] >= 0
-    assert out['malloc'].items() >= benchmark.RETAIN_MALLOC.items()
+    s = benchmark.Settings('cpvt-tiny', what='train', size=64, batch=2,
+                           threads=1, min_time=0.05)
+    # the child parses what it got with the same dataclass and says what
+    # it ran
+    out = benchmark.run_child(s)
+    assert benchmark.Settings(**out['settings']) == s
+    assert out['seconds'] > 0
 
 
 REALLOCATE = r'''
@@ -316,7 +295,9 @@ print(sorted(faults[2:])[3])  # upper median of the last 6 calls
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != 'glibc', reason='glibc only')
-def test_benchmark_retain_reuses_freed_memory(benchmark):
+def test_glibc_retain_reuses_freed_memory():
+    # docs/benchmarks.md's allocator settings (any process, the
+    # benchmark's included, run with them when they are in its environment)
     def faults(env):
         proc = subprocess.run([sys.executable, '-c', REALLOCATE], env=env,
                               capture_output=True, text=True, timeout=120)
@@ -332,16 +313,18 @@ def test_benchmark_retain_reuses_freed_memory(benchmark):
     # faults, were seen on a CI machine, so the check is relative)
     fixed_defaults = dict(MALLOC_MMAP_THRESHOLD_='131072',
                           MALLOC_TRIM_THRESHOLD_='131072')
+    retain = dict(MALLOC_MMAP_THRESHOLD_=str(32 * 2**20),
+                  MALLOC_TRIM_THRESHOLD_=str(2**30))
     released = faults(dict(env, **fixed_defaults))
     assert released > 5000  # six MiB-sized tensors, ~1000 pages each
-    assert faults(dict(env, **benchmark.RETAIN_MALLOC)) < released / 4
+    assert faults(dict(env, **retain)) < released / 4
 
 
 def test_every_benchmark_model_builds(benchmark):
     from mmdet.models.backbones import SwinTransformer
 
     from mmcpvt.models.layers import ConditionalPositionEncoding
-    built = {name: build() for name, build in benchmark.MODELS.items()}
+    built = {name: benchmark.build(name) for name in benchmark.MODELS}
     for name, model in built.items():
         assert n_params(model) > 1e6, name
 
@@ -369,74 +352,43 @@ def test_every_benchmark_model_builds(benchmark):
 
 def test_benchmark_runners_share_input(benchmark):
     # building a model draws random numbers; the input must not depend on it
-    ours = benchmark.Runner(benchmark.Settings('cpvt-tiny', size=64, batch=2))
+    ours = benchmark.Runner(benchmark.Settings('cpvt-tiny', size=64, batch=2,
+                                               min_time=0.01))
     theirs = benchmark.Runner(benchmark.Settings('deit-tiny@mmpretrain',
                                                  size=64, batch=2))
     assert ours.data.shape == (2, 3, 64, 64)
     assert torch.equal(ours.data, theirs.data)
+    assert ours.seconds() > 0  # torch.utils.benchmark's median
 
 
 SECONDS = {'small': [1., 3., 2., 9.], 'wide': [5., 4., 6., 0.]}
 
 
-def check_abba(result, calls):
+def test_benchmark_compare_runs_processes_abba(benchmark, monkeypatch):
+    calls = []
+
+    def run_child(s):
+        calls.append(s.model)
+        return dict(seconds=SECONDS[s.model][calls.count(s.model) - 1])
+
+    monkeypatch.setattr(benchmark, 'run_child', run_child)
+    job = benchmark.Job(benchmark.Settings('small', batch=2),
+                        benchmark.Settings('wide', batch=2))
+    result = benchmark.compare(job, runs=4)
     # runs alternate ab ba ab ba
     assert calls == ['small', 'wide', 'wide', 'small', 'small', 'wide',
                      'wide', 'small']
     assert result.ours_s == SECONDS['small']
     assert result.theirs_s == SECONDS['wide']
-    # medians over runs; the median of the ABBA block ratios wide / small:
-    # (5 + 4) / (1 + 3) and (6 + 0) / (2 + 9), and their spread (min, max)
-    assert (result.ours_img_s, result.theirs_img_s) == (2 / 2.5, 2 / 4.5)
+    # the median of the ABBA block ratios wide / small: (5 + 4) / (1 + 3)
+    # and (6 + 0) / (2 + 9), and their spread (min, max)
     assert result.ratio == pytest.approx((9 / 4 + 6 / 11) / 2)
     assert result.ci95 == pytest.approx((6 / 11, 9 / 4))
-    assert (result.ours_faults, result.theirs_faults) == (15, 15)
-
-
-def test_benchmark_compare_runs_processes_abba(benchmark, monkeypatch):
-    calls = []
-
-    def run_child(s, env=None):
-        calls.append(s.model)
-        n = calls.count(s.model) - 1
-        return dict(seconds=SECONDS[s.model][n], faults=10 * n, malloc={})
-
-    monkeypatch.setattr(benchmark, 'run_child', run_child)
-    job = benchmark.Job(benchmark.Settings('small', batch=2),
-                        benchmark.Settings('wide', batch=2), 'train')
-    check_abba(benchmark.compare(job, runs=4), calls)
-
-
-def test_benchmark_compare_in_process_abba(benchmark, monkeypatch):
-    # two models that draw different amounts of random numbers when built
-    monkeypatch.setitem(benchmark.MODELS, 'small', lambda: nn.Conv2d(3, 4, 3))
-    monkeypatch.setitem(benchmark.MODELS, 'wide', lambda: nn.Sequential(
-        nn.Conv2d(3, 8, 3), nn.Conv2d(8, 16, 5)))
-    calls, inputs, steps = [], {}, []
-    real_step = benchmark.Runner.step
-
-    def step(self):
-        steps.append(self.s.model)
-        return real_step(self)
-
-    def measure(self):
-        calls.append(self.s.model)
-        inputs.setdefault(self.s.model, self.data)
-        n = calls.count(self.s.model) - 1
-        return dict(seconds=SECONDS[self.s.model][n], faults=10 * n)
-
-    monkeypatch.setattr(benchmark.Runner, 'step', step)
-    monkeypatch.setattr(benchmark.Runner, 'measure', measure)
-    job = benchmark.Job(
-        benchmark.Settings('small', what='train', size=16, batch=2,
-                           warmup=1),
-        benchmark.Settings('wide', what='train', size=16, batch=2,
-                           warmup=1), 'train')
-    result = benchmark.compare(job, runs=4, in_process=True)
-    assert steps == ['small', 'wide']  # one warm-up step of each, first
-    assert torch.equal(inputs['small'], inputs['wide'])
-    assert result.in_process
-    check_abba(result, calls)
+    # img/s: the batch over the median seconds of the runs, 2 / 2.5 and
+    # 2 / 4.5
+    line = benchmark.format_result(result)
+    assert '0.80 img/s  vs  wide' in line and line.endswith(
+        '0.44 img/s  ratio 1.398 [0.545, 2.250]'), line
 
 
 @pytest.mark.parametrize('n, lo, hi', [(5, 1, 5), (12, 3, 10), (20, 6, 15),
@@ -479,35 +431,35 @@ def test_train_step_check_cases_selects_nothing():
 
 def test_benchmark_progress_line_per_abba_block(benchmark, monkeypatch,
                                                  capsys):
-    # two pairs (forward, train) of two ABBA blocks; every run takes 10 s
+    # two pairs (forward, train) of two ABBA blocks; every run takes 15 s
     # on a stand-in clock
-    monkeypatch.setitem(benchmark.MODELS, 'small', lambda: nn.Identity())
-    monkeypatch.setitem(benchmark.MODELS, 'wide', lambda: nn.Identity())
+    monkeypatch.setitem(benchmark.MODELS, 'small', dict(type='Identity'))
+    monkeypatch.setitem(benchmark.MODELS, 'wide', dict(type='Identity'))
     now = [0.]
 
-    def run_child(s, env=None):
-        now[0] += 10
-        return dict(seconds=1., faults=0, malloc={})
+    def run_child(s):
+        now[0] += 15
+        return dict(seconds=1.)
 
     monkeypatch.setattr(benchmark, 'run_child', run_child)
     monkeypatch.setattr(benchmark, 'time', types.SimpleNamespace(
-        monotonic=lambda: now[0], perf_counter=time.perf_counter))
+        monotonic=lambda: now[0]))
     args = benchmark.parse_args(['--pairs', 'small:wide', '--sizes', '64',
                                  '--runs', '4', '--train'])
-    results = benchmark.speed(args, {})
+    results = benchmark.speed(args)
     out = capsys.readouterr()
-    assert [r.what for r in results] == ['forward', 'train']
-    # after the 4 runs of each block; the time left at 40 s a block
+    assert [r['job']['ours']['what'] for r in results] == ['forward', 'train']
+    # after the 4 runs of each block; the time left at 1 min a block
     assert out.err.splitlines() == [
-        '[1/4 blocks] forward 64px small vs wide, block 1/2: 40 s so far, '
+        '[1/4 blocks] forward 64px small vs wide, block 1/2: 1.0 min so far, '
+        '~3.0 min left',
+        '[2/4 blocks] forward 64px small vs wide, block 2/2: 2.0 min so far, '
         '~2.0 min left',
-        '[2/4 blocks] forward 64px small vs wide, block 2/2: 80 s so far, '
-        '~80 s left',
-        '[3/4 blocks] train 64px small vs wide, block 1/2: 2.0 min so far, '
-        '~40 s left',
-        '[4/4 blocks] train 64px small vs wide, block 2/2: 2.7 min so far, '
-        '~0 s left']
-    # stdout: the header and the two results, as before
+        '[3/4 blocks] train 64px small vs wide, block 1/2: 3.0 min so far, '
+        '~1.0 min left',
+        '[4/4 blocks] train 64px small vs wide, block 2/2: 4.0 min so far, '
+        '~0.0 min left']
+    # stdout: the header and the two results
     lines = out.out.splitlines()
     assert len(lines) == 3 and 'blocks]' not in out.out, out.out
     assert lines[1].startswith('forward ') and lines[2].startswith('train ')

@@ -80,8 +80,8 @@ def make_ade20k(out_dir: str,
     Args:
         out_dir (str): Output directory; the data root of a config is
             ``out_dir/ADEChallengeData2016``.
-        num_train (int): Training images. Defaults to 200.
-        num_val (int): Validation images. Defaults to 50.
+        num_train (int): Training images, at least 1. Defaults to 200.
+        num_val (int): Validation images, at least 1. Defaults to 50.
         size (int): Nominal image side; each side is drawn from 0.75x to
             1.25x of it. Defaults to 256.
         num_classes (int): Object classes, 1 to 150 (ADE20K classes 1..K).

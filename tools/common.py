@@ -87,9 +87,14 @@ def refusing_unpicklable(prog: str, cfg: Config):
             f'{{"state_dict": state_dict}}, path).') from None
 
 
-def missing_file(path: str) -> bool:
-    """True for a local path (no ``scheme://``) that is not a file."""
-    return '://' not in str(path) and not osp.isfile(str(path))
+def require(parser: argparse.ArgumentParser, path: str, what: str) -> None:
+    """A usage error naming ``what`` for a local ``path`` that is no file
+    (:func:`mmcpvt.utils.checkpoint.require_file`)."""
+    from mmcpvt.utils.checkpoint import require_file
+    try:
+        require_file(path, what)
+    except FileNotFoundError as e:
+        parser.error(str(e))
 
 
 def parse_args(parser: argparse.ArgumentParser, argv=None):
@@ -109,8 +114,7 @@ def parse_args(parser: argparse.ArgumentParser, argv=None):
     parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
     args = parser.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
-    if not osp.isfile(args.config):
-        parser.error(f'config file not found: {args.config}')
+    require(parser, args.config, 'config')
     return args
 
 

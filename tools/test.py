@@ -49,8 +49,7 @@ def parse_args(argv=None):
                         default='pred', help='what --out saves')
     parser.add_argument('--show-dir', help='save drawn predictions here')
     args = common.parse_args(parser, argv)
-    if common.missing_file(args.checkpoint):
-        parser.error(f'checkpoint file not found: {args.checkpoint}')
+    common.require(parser, args.checkpoint, 'checkpoint')
     return args
 
 

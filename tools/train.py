@@ -42,8 +42,8 @@ def parse_args(argv=None):
     parser.add_argument('--no-validate', action='store_true',
                         help='do not evaluate during training')
     args = common.parse_args(parser, argv)
-    if args.resume not in (None, 'auto') and common.missing_file(args.resume):
-        parser.error(f'--resume checkpoint not found: {args.resume}')
+    if args.resume not in (None, 'auto'):
+        common.require(parser, args.resume, '--resume checkpoint')
     return args
 
 

@@ -23,6 +23,7 @@ from mmengine.config import Config
 from mmengine.logging import MMLogger
 from mmengine.registry import init_default_scope
 
+from mmcpvt.utils.checkpoint import require_file
 from mmcpvt.utils.convert import unwrap
 
 # default_scope -> (module, function) that builds the model
@@ -31,14 +32,6 @@ INIT_FUNCTIONS = {
     'mmdet': ('mmdet.apis', 'init_detector'),
     'mmseg': ('mmseg.apis', 'init_model'),
 }
-
-
-def require_file(path: str, what: str = 'checkpoint') -> None:
-    """Raise ``FileNotFoundError('<what> file not found: <path>')`` for a
-    local ``path`` that is no file; URLs (``scheme://``) are left to the
-    loader."""
-    if '://' not in str(path) and not osp.isfile(path):
-        raise FileNotFoundError(f'{what} file not found: {path}')
 
 
 @contextmanager

@@ -250,9 +250,12 @@ def check_checkpoint(path: str) -> None:
         safe_load(path, map_location='cpu')
 
 
-def is_missing_local_file(path) -> bool:
-    """True for a local path (no ``scheme://``) that is not a file."""
-    return '://' not in str(path) and not osp.isfile(str(path))
+def require_file(path, what: str = 'checkpoint') -> None:
+    """Raise ``FileNotFoundError('<what> file not found: <path>')`` for a
+    local ``path`` that is no file; a URL (``scheme://``) is left to the
+    loader."""
+    if '://' not in str(path) and not osp.isfile(str(path)):
+        raise FileNotFoundError(f'{what} file not found: {path}')
 
 
 # ----------------------------------------------------------- 3. saving

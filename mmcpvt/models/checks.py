@@ -58,12 +58,10 @@ class Int(Spec):
 
     def __init__(self, low=None, high=None, odd=False, none=False):
         self.low, self.high, self.odd, self.none = low, high, odd, none
-        what = 'an odd int' if odd else 'an int'
-        if low is not None and high is not None:
-            what += f' from {low} to {high}'
-        elif low is not None:
-            what += f' >= {low}'
-        self.allowed = f'None or {what}' if none else what
+        self.range = '' if low is None else f' >= {low}' if high is None \
+            else f' from {low} to {high}'
+        self.allowed = (f'{"None or " if none else ""}an '
+                        f'{"odd " if odd else ""}int{self.range}')
 
     def __call__(self, value):
         if value is None and self.none:
@@ -83,8 +81,8 @@ class Ints(Spec):
 
     def __init__(self, low=None, length=None):
         self.item, self.length = Int(low), length
-        self.allowed = (f'a sequence of {length or ""} ints' +
-                        self.item.allowed[len('an int'):]).replace('  ', ' ')
+        self.allowed = (f'a sequence of {f"{length} " if length else ""}'
+                        f'ints{self.item.range}')
 
     def __call__(self, value):
         if not isinstance(value, (tuple, list)):
@@ -170,7 +168,8 @@ class Indices(Spec):
             raise self.refuse(value, ValueError, got=f'{value!r}, which '
                               f'holds {", ".join(map(str, twice))} twice; '
                               f'give each position once')
-        return tuple(sorted({v % self.num if self.num else int(v) for v in seq}))
+        return tuple(sorted({v % self.num if self.num else int(v)
+                             for v in seq}))
 
 
 def positions(depth: int) -> Indices:
@@ -181,7 +180,8 @@ def positions(depth: int) -> Indices:
 
 def out_indices(num: int, what: str) -> Indices:
     return Indices(-num, num - 1, f'one or more indices of the {num} {what} '
-                   f'from -{num} to {num - 1} (negative from the end)', num=num)
+                   f'from -{num} to {num - 1} (negative from the end)',
+                   num=num)
 
 
 class StagePositions(Spec):

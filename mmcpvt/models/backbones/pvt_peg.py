@@ -118,8 +118,8 @@ class PVTPEG(BaseBackbone):
 
         dpr = torch.linspace(0, drop_path_rate, sum(s['depths'])).tolist()
         self.pos_embeds = ModuleList() if pos_embed == 'learned' else None
-        self.patch_embeds, self.pos_drops, self.stages, self.pegs, self.norms \
-            = (ModuleList() for _ in range(5))
+        (self.patch_embeds, self.pos_drops, self.stages, self.pegs,
+         self.norms) = (ModuleList() for _ in range(5))
         in_dims, stride, cur = in_channels, 1, 0
         for i in range(self.num_stages):
             dims = self.embed_dims[i]

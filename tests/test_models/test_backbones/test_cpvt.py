@@ -101,7 +101,8 @@ def test_peg_positions_place_pegs_before_and_after_encoders():
 @pytest.mark.parametrize('kwargs, match', [
     (dict(peg_positions=(4, )), r'-1 .* to 3'),
     (dict(peg_positions=(-2, )), 'peg_positions'),
-    (dict(out_type='gap'), "out_type must be one of .*'avg_featmap'.*got 'gap'"),
+    (dict(out_type='gap'),
+     "out_type must be one of .*'avg_featmap'.*got 'gap'"),
     (dict(pos_embed='relative'), 'pos_embed'),
     (dict(out_indices=(7, )), 'out_indices'),
     (dict(out_type='cls_token', with_cls_token=False), 'with_cls_token'),

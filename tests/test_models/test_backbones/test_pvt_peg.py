@@ -78,7 +78,8 @@ def test_frozen_stages_and_norm_eval():
 @pytest.mark.parametrize('kwargs, match', [
     (dict(peg_positions=(0, 0)), 'one entry per stage'),
     (dict(peg_positions=(0, 0, 0, 1)),
-     r'peg_positions of stage 3 must be block indices from -1 .* to 0 .*got 1'),
+     r'peg_positions of stage 3 must be block indices from -1 .* to 0 '
+     r'.*got 1'),
     (dict(out_indices=(4, )), 'out_indices'),
     (dict(out_type='cls'), 'out_type'),
     (dict(patch_sizes=(4, 2)), 'patch_sizes'),

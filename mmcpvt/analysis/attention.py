@@ -16,7 +16,7 @@ from typing import List, Optional, Tuple, Union
 import torch
 import torch.nn as nn
 
-from .features import _eval_mode, _stages, block_module, list_blocks
+from .features import block_module, list_blocks, run_hooked, token_positions
 
 Query = Union[str, Tuple[int, int]]  # 'cls' or (row, column)
 
@@ -26,9 +26,6 @@ def capture_attention(attn: nn.Module):
     """Record the softmax weights of an :class:`Attention` (or subclass)
     on every call: yields a list that receives (B, heads, N, N_kv) float32
     CPU tensors. The module's outputs are unchanged."""
-    if not hasattr(attn, 'attend'):
-        raise TypeError(f'{type(attn).__name__} has no attend(); the '
-                        f'attention maps need mmcpvt\'s Attention')
     original = attn.attend
     store: List[torch.Tensor] = []
 
@@ -71,20 +68,16 @@ class AttentionMaps:
     stride: int
     num_images: int = 1
 
-    @property
-    def num_heads(self) -> int:
-        return self.attn.shape[1]
-
     def matrix(self, image: int = 0, head: int = 0,
                extra_tokens: bool = False) -> torch.Tensor:
         """The matrix of one head (of the first window of the image for
         Swin): patch queries x patch keys, as the paper's figures (H*W x
         H'*W'); with ``extra_tokens`` the class token's row and column too
         (N x N_kv, rows summing to one)."""
-        if not 0 <= head < self.num_heads:
+        heads = self.attn.shape[1]
+        if not 0 <= head < heads:
             raise ValueError(f'head {head} out of range: this block has '
-                             f'{self.num_heads} heads (0 to '
-                             f'{self.num_heads - 1})')
+                             f'{heads} heads (0 to {heads - 1})')
         if self.kind == 'window':
             windows = self.attn.shape[0] // self.num_images
             return self.attn[image * windows, head]
@@ -131,56 +124,33 @@ def attention_maps(backbone: nn.Module,
         raise ValueError(f'block {block} out of range for this '
                          f'{type(backbone).__name__}: attention exists for '
                          f'blocks 0 to {infos[-1].index}')
-    info = infos[block + 1]
-    stage = _stages(backbone)[info.stage]
     module = block_module(backbone, block)
-    attn_module = getattr(module, 'attn', None)
-    if attn_module is None:
-        raise TypeError(f'{type(module).__name__} has no attn module')
-    hw = {}
-
-    def stage_hw(m, args, out):
-        hw['stage'] = tuple(out[1])  # (tokens, (H, W))
-
-    def block_hw(m, args):
-        # CPVT's map after a PEG without padding is smaller than the stage's
-        if len(args) > 1 and args[1] is not None:
-            hw['block'] = tuple(args[1])
-
-    handles = [
-        stage.hw_source.register_forward_hook(stage_hw),
-        module.register_forward_pre_hook(block_hw)
-    ]
-    device = next(backbone.parameters()).device
-    try:
-        with _eval_mode(backbone), torch.no_grad(), capture_attention(
-                attn_module) as store:
-            for start in range(0, len(images), batch_size):
-                backbone(images[start:start + batch_size].to(device))
-    finally:
-        for h in handles:
-            h.remove()
-    attn = torch.cat(store)
-    H, W = hw.get('block', hw['stage'])
+    # the (H, W) the block receives: CPVT's map after a PEG without padding
+    # is smaller than the patch embedding's
+    hw = []
+    handles = [module.register_forward_pre_hook(
+        lambda m, args: hw.append(tuple(args[1])))]
+    with capture_attention(module.attn) as store:
+        run_hooked(backbone, images, batch_size, handles)
+    attn, (H, W), stride = torch.cat(store), hw[0], infos[block + 1].stride
     if hasattr(module, 'window_size'):
-        return AttentionMaps(attn, 'window', (H, W), None, 0, info.stride,
+        return AttentionMaps(attn, 'window', (H, W), None, 0, stride,
                              len(images))
-    sr = getattr(attn_module, 'sr_ratio', 1)
+    sr = module.attn.sr_ratio
     kind = 'spatial-reduction' if sr > 1 else 'global'
-    extra = attn.shape[2] - H * W
     # a map smaller than sr is padded to one sr x sr window
     # (layers/attention.py)
-    kv_hw = (max(1, H // sr), max(1, W // sr)) if sr > 1 else (H, W)
-    return AttentionMaps(attn, kind, (H, W), kv_hw, extra, info.stride,
-                         len(images))
+    kv_hw = (max(1, H // sr), max(1, W // sr))
+    return AttentionMaps(attn, kind, (H, W), kv_hw, attn.shape[2] - H * W,
+                         stride, len(images))
 
 
 def default_queries(maps: AttentionMaps) -> List[Query]:
     """The centre and the top-left corner patch, and the class token if
     there is one."""
     H, W = maps.hw_shape
-    queries: List[Query] = [(H // 2, W // 2), (0, 0)]
-    return queries + (['cls'] if maps.num_extra_tokens else [])
+    extra: List[Query] = ['cls'] if maps.num_extra_tokens else []
+    return [(H // 2, W // 2), (0, 0)] + extra
 
 
 def mean_attention_distance(maps: AttentionMaps, image: int = 0,
@@ -190,22 +160,14 @@ def mean_attention_distance(maps: AttentionMaps, image: int = 0,
     to extra tokens left out, the rest renormalised): small for a head that
     attends to its neighbours (Fig. 5, DeiT and CPVT), about half the side
     of a square map (0.52 x side) for one that attends everywhere alike
-    (Fig. 5, no position encoding).
+    (Fig. 5, no position encoding). Global and spatial-reduction attention
+    only.
     """
-    if maps.kind == 'window':
-        raise ValueError('the attention distance here is for global '
-                         'attention; Swin attends within windows')
     H, W = maps.hw_shape
     Hk, Wk = maps.kv_hw_shape
     a = maps.matrix(image, head).double()
     a = a / a.sum(1, keepdim=True).clamp_min(1e-12)
-
-    def centres(h, w, size):  # (h*w, 2) token centres in input pixels
-        rows, cols = torch.meshgrid(
-            torch.arange(h, dtype=torch.float64),
-            torch.arange(w, dtype=torch.float64), indexing='ij')
-        return (torch.stack((rows.flatten(), cols.flatten()), 1) + .5) * size
-
-    s = maps.stride
-    d = torch.cdist(centres(H, W, s), centres(Hk, Wk, s * H / Hk))
-    return float((a * d).sum(1).mean() / s)
+    # token centres in query tokens; a key token covers H / Hk of them
+    q = token_positions(H, W) + .5
+    k = (token_positions(Hk, Wk) + .5) * (H / Hk)
+    return float((a * torch.cdist(q, k)).sum(1).mean())

@@ -1,17 +1,11 @@
-"""Models from configs, for the analysis instruments and the tools.
-
-A model is built by its library's own function, chosen by the config's
-``default_scope``: ``mmpretrain.apis.init_model`` (classifiers),
-``mmdet.apis.init_detector`` (detectors) or ``mmseg.apis.init_model``
-(segmentors). None of them runs ``init_weights``; :func:`build_model` does,
-seeded, so that a model without a checkpoint has the config's own random
-initialisation, and loads a checkpoint with :func:`load_weights`, which
-also takes a bare backbone's (an official or converted one) and says how
-much of it fitted.
+"""Models from configs, for the analysis instruments and the tools: built
+by the library's own function that the config's ``default_scope`` names
+(``mmpretrain.apis.init_model``, ``mmdet.apis.init_detector`` or
+``mmseg.apis.init_model``), then initialised and loaded by
+:func:`build_model`.
 """
 import copy
 import importlib
-import os.path as osp
 import re
 import warnings
 from contextlib import contextmanager
@@ -50,39 +44,26 @@ def quiet_logs(level: str = 'WARNING'):
 def _drop_pretrained(cfg):
     """Remove ``Pretrained`` init_cfg entries (nested dicts included): the
     weights come from the checkpoint given, or stay random."""
-    if isinstance(cfg, dict):
+    if isinstance(cfg, (list, tuple)):
+        for value in cfg:
+            _drop_pretrained(value)
+    elif isinstance(cfg, dict):
         init = cfg.get('init_cfg')
         if isinstance(init, dict) and init.get('type') == 'Pretrained':
             cfg['init_cfg'] = None
         elif isinstance(init, list):
             cfg['init_cfg'] = [
-                c for c in init
-                if not (isinstance(c, dict) and c.get('type') == 'Pretrained')
+                c for c in init if c.get('type') != 'Pretrained'
             ] or None
         for value in cfg.values():
             _drop_pretrained(value)
-    elif isinstance(cfg, (list, tuple)):
-        for value in cfg:
-            _drop_pretrained(value)
-
-
-def load_config(config: Union[str, Config],
-                cfg_options: Optional[dict] = None) -> Config:
-    """A config from a file (or as given), with ``cfg_options`` merged
-    (the tools check them first for misspelt keys)."""
-    if not isinstance(config, Config):
-        require_file(config, 'config')
-        config = Config.fromfile(config)
-    if cfg_options:
-        config.merge_from_dict(cfg_options)
-    return config
 
 
 def init_model(cfg: Config, pretrained: bool = False) -> nn.Module:
     """The model of ``cfg``, built on the CPU by its library's init function
-    (see the module docstring), without ``init_weights``; the config's
-    scope becomes the default one. ``Pretrained`` init_cfg entries are
-    dropped unless ``pretrained``; ``cfg`` is left as it was."""
+    (none runs ``init_weights``); the config's scope becomes the default
+    one. ``Pretrained`` init_cfg entries are dropped unless ``pretrained``;
+    ``cfg`` is left as it was."""
     scope = cfg.get('default_scope', None) or 'mmpretrain'
     if scope not in INIT_FUNCTIONS:
         raise ValueError(f'the config\'s default_scope is {scope!r}; models '
@@ -110,22 +91,23 @@ def build_model(config: Union[str, Config],
                 device: str = 'cpu',
                 seed: Optional[int] = 0,
                 pretrained: bool = False):
-    """The model of a classifier, detector or segmentor config, in eval
-    mode: :func:`init_model`, then ``init_weights`` and the checkpoint.
+    """``(model, cfg, report)``: the model of a classifier, detector or
+    segmentor config (``cfg_options`` merged into it) in eval mode on
+    ``device``, built by :func:`init_model`, then ``init_weights`` and the
+    checkpoint; ``report`` is :func:`load_weights`'s (None without one).
 
-    ``Pretrained`` init_cfg entries are dropped (the weights are the
-    checkpoint's, or the config's random initialisation without one)
-    unless ``pretrained``, when ``init_weights`` loads them as training
-    would. Building and initialisation draw from a generator seeded with
-    ``seed``, leaving the caller's random state as it was; with None they
-    draw from (and advance) the global one.
-
-    Returns:
-        tuple: ``(model, cfg, report)``; ``report`` is None without a
-        checkpoint, else as :func:`load_weights` returns it. The backbone is
-        ``get_backbone(model)``.
+    The weights are the checkpoint's, or the config's random initialisation
+    without one; ``Pretrained`` init_cfg entries are loaded only with
+    ``pretrained``, as training would. Building and initialisation draw
+    from a generator seeded with ``seed``, leaving the caller's random
+    state as it was; with None they draw from (and advance) the global one.
     """
-    cfg = load_config(config, cfg_options)
+    cfg = config
+    if not isinstance(cfg, Config):
+        require_file(cfg, 'config')
+        cfg = Config.fromfile(cfg)
+    if cfg_options:  # the tools check them first for misspelt keys
+        cfg.merge_from_dict(cfg_options)
     with quiet_logs(), torch.random.fork_rng(devices=[],
                                              enabled=seed is not None):
         if seed is not None:
@@ -145,13 +127,11 @@ def get_backbone(model: nn.Module) -> nn.Module:
 
 
 def load_weights(model: nn.Module, checkpoint: str) -> dict:
-    """Load a checkpoint into ``model`` and say how much of it fitted.
-
-    The file (or URL) is read by mmengine's checkpoint loader; a checkpoint
-    of the whole model (keys ``backbone.*``, as the runner saves) goes into
-    the model, any other (an official or converted backbone) into the
-    backbone, where the backbone's load-time converter applies. Loading is
-    not strict, but tensors of the wrong shape and a checkpoint of which no
+    """Load a checkpoint (a file or URL) into ``model`` and say how much of
+    it fitted: one of the whole model (keys ``backbone.*``, as the runner
+    saves) into the model, any other (an official or converted backbone)
+    into the backbone, through its load-time converter. Loading is not
+    strict, but tensors of the wrong shape and a checkpoint of which no
     backbone tensor fits are refused.
 
     Returns:
@@ -178,26 +158,24 @@ def load_weights(model: nn.Module, checkpoint: str) -> dict:
             f'{checkpoint} does not fit the config\'s model '
             f'({type(backbone).__name__} arguments differ?):\n{e}') from e
 
-    def counted(names):  # BN step counters are no weights
+    def weights(names):  # BN step counters are no weights
         return [k for k in names if 'num_batches_tracked' not in k]
 
-    keys = counted(target.state_dict())
-    missing = counted(result.missing_keys)
+    keys, missing = weights(target.state_dict()), weights(result.missing_keys)
     prefix = 'backbone.' if whole else ''
-    b_keys = [k for k in keys if k.startswith(prefix)]
-    b_missing = [k for k in missing if k.startswith(prefix)]
-    report = dict(
+    b_total = sum(k.startswith(prefix) for k in keys)
+    b_loaded = b_total - sum(k.startswith(prefix) for k in missing)
+    if b_loaded == 0:
+        sample = ', '.join(list(state)[:3])
+        raise ValueError(
+            f'{checkpoint}: none of the {b_total} tensors of the '
+            f'{type(backbone).__name__} backbone is in it (its keys: '
+            f'{sample}, ...); is it a checkpoint of this config?')
+    return dict(
         target='model' if whole else 'backbone',
         loaded=len(keys) - len(missing),
         total=len(keys),
-        backbone_loaded=len(b_keys) - len(b_missing),
-        backbone_total=len(b_keys),
+        backbone_loaded=b_loaded,
+        backbone_total=b_total,
         missing=missing,
         unexpected=list(result.unexpected_keys))
-    if report['backbone_loaded'] == 0:
-        sample = ', '.join(list(state)[:3])
-        raise ValueError(
-            f'{checkpoint}: none of the {len(b_keys)} tensors of the '
-            f'{type(backbone).__name__} backbone is in it (its keys: '
-            f'{sample}, ...); is it a checkpoint of this config?')
-    return report

@@ -13,59 +13,17 @@ from typing import Dict
 
 import torch
 
-REGIONS = ('all', 'interior', 'border')
-
-
-def _grid(H: int, W: int) -> torch.Tensor:
-    """(H*W, 2) (row, column) of the tokens, row-major."""
-    rows, cols = torch.meshgrid(
-        torch.arange(H, dtype=torch.float64),
-        torch.arange(W, dtype=torch.float64),
-        indexing='ij')
-    return torch.stack((rows.flatten(), cols.flatten()), dim=1)
-
-
-def border_mask(H: int, W: int, border: int = 1) -> torch.Tensor:
-    """(H*W,) True for tokens within ``border`` of the edge."""
-    rows, cols = _grid(H, W).unbind(1)
-    return ((rows < border) | (rows >= H - border) | (cols < border)
-            | (cols >= W - border))
-
-
-def _tokens(maps: torch.Tensor) -> torch.Tensor:
-    # (B, C, H, W) -> (B*H*W, C)
-    return maps.permute(0, 2, 3, 1).reshape(-1, maps.shape[1]).double()
-
-
-def fit_ridge(x: torch.Tensor, y: torch.Tensor, alpha: float = 1.0):
-    """Closed-form ridge with intercept on standardised features.
-
-    Returns:
-        callable: ``predict(x) -> y`` (same standardisation).
-    """
-    mean, std = x.mean(0), x.std(0)
-    std = torch.where(std > 1e-8, std, torch.ones_like(std))
-    xs = (x - mean) / std
-    y_mean = y.mean(0)
-    gram = xs.T @ xs + alpha * torch.eye(x.shape[1], dtype=x.dtype)
-    weight = torch.linalg.solve(gram, xs.T @ (y - y_mean))
-
-    def predict(x_new: torch.Tensor) -> torch.Tensor:
-        return ((x_new - mean) / std) @ weight + y_mean
-
-    return predict
+from .features import token_positions
+# REGIONS: the keys of position_probe's result
+from .translation_equivariance import REGIONS, region_masks  # noqa: F401
 
 
 def _scores(pred: torch.Tensor, y: torch.Tensor,
-            y_train_mean: torch.Tensor) -> Dict[str, float]:
-    nan = float('nan')
-    if len(y) == 0:
-        return dict(r2=nan, r2_row=nan, r2_col=nan, mae=nan, mae_row=nan,
-                    mae_col=nan, mae_mean_guess=nan, tokens=0)
+            y_fit_mean: torch.Tensor) -> Dict[str, float]:
+    """R^2 and mean absolute errors of ``pred`` (NaN for no tokens)."""
     ss_res = (pred - y).pow(2).sum(0)
     ss_tot = (y - y.mean(0)).pow(2).sum(0)
-    r2 = torch.where(ss_tot > 0, 1 - ss_res / ss_tot,
-                     torch.full_like(ss_tot, nan))
+    r2 = torch.where(ss_tot > 0, 1 - ss_res / ss_tot, float('nan'))
     mae = (pred - y).abs().mean(0)
     return dict(
         r2=float(r2.mean()),
@@ -74,22 +32,17 @@ def _scores(pred: torch.Tensor, y: torch.Tensor,
         mae=float(mae.mean()),
         mae_row=float(mae[0]),
         mae_col=float(mae[1]),
-        # the error of always guessing the training mean position
-        mae_mean_guess=float((y - y_train_mean).abs().mean()),
+        # the error of always guessing the mean position of the fit
+        mae_mean_guess=float((y - y_fit_mean).abs().mean()),
         tokens=len(y))
 
 
 def position_probe(maps: torch.Tensor, border: int = 1,
                    alpha: float = 1.0) -> Dict[str, Dict[str, float]]:
-    """Fit the probe on the first half of the images of ``maps`` and score
-    it on the second half.
-
-    Args:
-        maps (Tensor): (N, C, H, W) features of N >= 2 images (e.g. one
-            entry of :func:`block_features`).
-        border (int): Border width in tokens. Defaults to 1.
-        alpha (float): Ridge penalty on the standardised features, > 0.
-            Defaults to 1.0.
+    """The probe on ``maps`` (N, C, H, W), the features of N >= 2 images
+    (e.g. an entry of :func:`block_features`): fitted on the first half of
+    the images, with ridge penalty ``alpha`` > 0 on the standardised
+    features, and scored on the second half.
 
     Returns:
         dict: ``{'all' | 'interior' | 'border': scores}``, each with ``r2``
@@ -109,14 +62,21 @@ def position_probe(maps: torch.Tensor, border: int = 1,
         raise ValueError(f'the probe needs at least 2 images (half to fit, '
                          f'half to test), got {N}')
     n_fit = N // 2
-    pos = _grid(H, W)
-    x_fit, x_test = _tokens(maps[:n_fit]), _tokens(maps[n_fit:])
-    y_fit, y_test = pos.repeat(n_fit, 1), pos.repeat(N - n_fit, 1)
-    predict = fit_ridge(x_fit, y_fit, alpha)
-    pred = predict(x_test)
-    edge = border_mask(H, W, border).repeat(N - n_fit)
-    masks = dict(all=torch.ones_like(edge), interior=~edge, border=edge)
-    return {
-        region: _scores(pred[mask], y_test[mask], y_fit.mean(0))
-        for region, mask in masks.items()
-    }
+    x = maps.permute(0, 2, 3, 1).reshape(-1, C).double()  # (N*H*W, C)
+    x_fit, x_test = x[:n_fit * H * W], x[n_fit * H * W:]
+    y = token_positions(H, W).repeat(N, 1)
+    y_fit, y_test = y[:n_fit * H * W], y[n_fit * H * W:]
+    # closed-form ridge with intercept on standardised features
+    mean, std = x_fit.mean(0), x_fit.std(0)
+    std = torch.where(std > 1e-8, std, 1.)
+    xs = (x_fit - mean) / std
+    gram = xs.T @ xs + alpha * torch.eye(C, dtype=xs.dtype)
+    weight = torch.linalg.solve(gram, xs.T @ (y_fit - y_fit.mean(0)))
+    pred = ((x_test - mean) / std) @ weight + y_fit.mean(0)
+    scores = {}
+    # the regions of an unshifted map: all, interior and border tokens
+    for region, mask in region_masks((H, W), 0, 0, 'zero', border).items():
+        held_out = mask.flatten().repeat(N - n_fit)
+        scores[region] = _scores(pred[held_out], y_test[held_out],
+                                 y_fit.mean(0))
+    return scores

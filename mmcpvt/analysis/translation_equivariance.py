@@ -7,13 +7,12 @@ shifted input are compared with the shifted maps of the original:
 region. Self-attention, the FFN and a PEG (ignoring its padding) are
 equivariant; an absolute position embedding is not, and a PEG's zero
 padding breaks equivariance only at the border of the map, where it tells
-tokens where they are (paper, Sec. 3.2 and Appendix B.3).
+tokens where they are (Appendix B.3).
 
-Modes:
-    'circular': ``torch.roll``; a model without position encoding and
-        without zero padding is exactly equivariant.
-    'zero': shift in zeros (the mean colour once normalised); only tokens
-        whose content came from the image (the valid region) are compared.
+Modes: 'circular' rolls the image (a model without position encoding and
+without zero padding is exactly equivariant); 'zero' shifts in zeros (the
+mean colour once normalised) and compares only the tokens whose content
+came from the image (the valid region).
 
 Border tokens are those within ``border`` tokens of the edge of the map in
 the shifted or in the original frame (so that, under a circular shift, the
@@ -22,8 +21,7 @@ interior. A map that a PEG without padding has shrunk no longer wraps
 around with the image: there, circular shifts compare only the tokens that
 did not wrap (as in 'zero' mode).
 """
-from fractions import Fraction
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence
 
 import torch
 import torch.nn as nn
@@ -31,6 +29,7 @@ import torch.nn as nn
 from .features import Progress, block_features, list_blocks
 
 MODES = ('circular', 'zero')
+REGIONS = ('all', 'interior', 'border')  # as region_masks returns them
 
 
 def check_mode(mode: str):
@@ -43,17 +42,10 @@ def shift(x: torch.Tensor, dy: int, dx: int, mode: str) -> torch.Tensor:
     """``x`` (..., H, W) moved ``dy`` down and ``dx`` right: rolled
     ('circular') or with zeros shifted in ('zero')."""
     check_mode(mode)
-    if mode == 'circular':
-        return torch.roll(x, shifts=(dy, dx), dims=(-2, -1))
-    H, W = x.shape[-2:]
-    out = torch.zeros_like(x)
-    if abs(dy) >= H or abs(dx) >= W:
-        return out
-    src_y, dst_y = (slice(0, H - dy), slice(dy, H)) if dy >= 0 else (
-        slice(-dy, H), slice(0, H + dy))
-    src_x, dst_x = (slice(0, W - dx), slice(dx, W)) if dx >= 0 else (
-        slice(-dx, W), slice(0, W + dx))
-    out[..., dst_y, dst_x] = x[..., src_y, src_x]
+    out = torch.roll(x, shifts=(dy, dx), dims=(-2, -1))
+    if mode == 'zero':  # what wrapped around becomes zeros
+        out = out.masked_fill(
+            ~region_masks(x.shape[-2:], dy, dx, 'zero', 0)['all'], 0)
     return out
 
 
@@ -67,19 +59,14 @@ def region_masks(hw_shape: Sequence[int], dy: int, dx: int, mode: str,
                  border: int = 1) -> Dict[str, torch.Tensor]:
     """(H, W) boolean masks of the shifted frame: 'all' (the valid
     tokens), 'interior' and 'border' (see the module docstring)."""
-    check_mode(mode)
     H, W = hw_shape
-    ys, xs = torch.arange(H), torch.arange(W)
     # where each token of the shifted frame came from
-    src_y, src_x = ys - dy, xs - dx
+    src_y, src_x = torch.arange(H) - dy, torch.arange(W) - dx
     if mode == 'circular':
-        valid_y = torch.ones(H, dtype=torch.bool)
-        valid_x = torch.ones(W, dtype=torch.bool)
         src_y, src_x = src_y % H, src_x % W
-    else:
-        valid_y = (src_y >= 0) & (src_y < H)
-        valid_x = (src_x >= 0) & (src_x < W)
-        src_y, src_x = src_y.clamp(0, H - 1), src_x.clamp(0, W - 1)
+    valid_y = (src_y >= 0) & (src_y < H)
+    valid_x = (src_x >= 0) & (src_x < W)
+    src_y, src_x = src_y.clamp(0, H - 1), src_x.clamp(0, W - 1)
     edge_y = _edge(H, border) | _edge(H, border)[src_y]
     edge_x = _edge(W, border) | _edge(W, border)[src_x]
     valid = valid_y[:, None] & valid_x[None, :]
@@ -91,8 +78,8 @@ def token_shift(shift_patches: int, patch: int,
                 stride: int) -> Optional[int]:
     """A shift of ``shift_patches`` input patches (``patch`` pixels each)
     in tokens of a block at ``stride``; None if not a whole number."""
-    t = Fraction(shift_patches * patch, stride)
-    return int(t) if t.denominator == 1 else None
+    tokens, rest = divmod(shift_patches * patch, stride)
+    return None if rest else tokens
 
 
 def translation_equivariance(backbone: nn.Module,
@@ -105,25 +92,14 @@ def translation_equivariance(backbone: nn.Module,
                              progress: Progress = None) -> List[dict]:
     """Relative equivariance error of every block.
 
-    Each shift ``s`` moves the image ``s`` patches (of the first patch
-    embedding) down and ``s`` right. At a block of stride ``r`` pixels per
-    token that is ``s * patch / r`` tokens; shifts that are not a whole
-    number of tokens there are skipped for that block (listed in
-    ``skipped``): use multiples of ``r / patch``.
-
-    Args:
-        backbone (nn.Module): A CPVT, PVTPEG or SwinPEG (or subclass).
-        images (Tensor): (N, 3, H, W) normalised images; H and W should be
-            multiples of the largest stride analysed (for circular shifts
-            to be exact).
-        shifts (Sequence[int]): Shifts in patches (negative: up/left).
-            Defaults to (1, 2, 3).
-        mode (str): 'circular' or 'zero'. Defaults to 'circular'.
-        border (int): Border width in tokens. Defaults to 1.
-        blocks (Sequence[int], optional): Global block indices (``INPUT``
-            = -1 allowed). Defaults to None: all.
-        batch_size (int): Images per forward. Defaults to 16.
-        progress (callable, optional): ``progress(done, total)``.
+    Each shift ``s`` (in patches of the first patch embedding, negative:
+    up/left) moves the images ``s`` patches down and ``s`` right. At a
+    block of stride ``r`` pixels per token that is ``s * patch / r``
+    tokens; shifts that are no whole number of tokens there are skipped
+    for that block: use multiples of ``r / patch``. ``images`` (N, 3, H, W)
+    should be multiples of the largest stride for circular shifts to be
+    exact; ``border`` is in tokens; ``blocks``, ``batch_size`` and
+    ``progress`` are as in :func:`block_features`.
 
     Returns:
         list[dict]: One dict per block, in order: ``block`` (global index),
@@ -131,81 +107,71 @@ def translation_equivariance(backbone: nn.Module,
         ``all`` (mean over the evaluated shifts; None if none),
         ``per_shift`` ``{s: {'tokens': t, 'interior': e, 'border': e,
         'all': e, 'n_interior': k, 'n_border': k}}`` (``k``: tokens
-        compared, over all images) and ``skipped`` (the
-        shifts that are no whole number of tokens there), ``shrunk`` (the
-        map is smaller than the image's: only unwrapped tokens compared).
-        An error is None for an empty region.
+        compared, over all images), ``skipped`` (the shifts skipped) and
+        ``shrunk`` (a PEG has shrunk the map: only unwrapped tokens
+        compared). An error is None for an empty region.
     """
     check_mode(mode)
-    if border < 0:
-        raise ValueError(f'border must be >= 0, got {border}')
     infos = list_blocks(backbone)
     patch = infos[0].stride  # pixels per token of the first stage
-    if blocks is not None:
-        infos = [i for i in infos if i.index in set(blocks)]
+    infos = [i for i in infos if blocks is None or i.index in blocks]
     indices = [i.index for i in infos]
-    # sums of squares: (block, shift, region) -> [diff, reference]
-    sums: Dict[Tuple[int, int, str], List[float]] = {}
-    grids: Dict[int, Tuple[int, int]] = {}
-    shrunk = set()
-    total = len(images) * (1 + len(shifts))
-    done = 0
+    # (block, shift) -> per region (as in region_masks): sum of squared
+    # differences, of squared references, tokens compared
+    sums: Dict[tuple, torch.Tensor] = {}
+    grids, shrunk = {}, {}
     for start in range(0, len(images), batch_size):
         batch = images[start:start + batch_size]
         base = block_features(backbone, batch, indices, len(batch))
-        done += len(batch)
-        for s in shifts:
+        for k, s in enumerate(shifts):
             moved = block_features(
                 backbone, shift(batch, s * patch, s * patch, mode), indices,
                 len(batch))
-            done += len(batch)
             for info in infos:
                 t = token_shift(s, patch, info.stride)
                 if t is None:
                     continue
-                f0, fs = base[info.index], moved[info.index]
-                grid = tuple(f0.shape[-2:])
-                grids[info.index] = grid
+                f0 = base[info.index]
+                grid = grids[info.index] = tuple(f0.shape[-2:])
+                # a map that a PEG has cropped did not wrap with the image
                 full = tuple(-(-n // info.stride) for n in batch.shape[-2:])
-                how = mode
-                if grid != full:  # cropped by a PEG: it did not wrap
-                    shrunk.add(info.index)
-                    how = 'zero'
+                shrunk[info.index] = grid != full
+                how = 'zero' if shrunk[info.index] else mode
                 ref = shift(f0, t, t, how)
-                masks = region_masks(grid, t, t, how, border)
-                diff2 = (fs - ref).pow(2).sum(dim=(0, 1))  # (H, W)
+                diff2 = (moved[info.index] - ref).pow(2).sum(dim=(0, 1))
                 ref2 = ref.pow(2).sum(dim=(0, 1))
-                for region, mask in masks.items():
-                    acc = sums.setdefault((info.index, s, region),
-                                          [0., 0., 0])
-                    acc[0] += float(diff2[mask].sum())
-                    acc[1] += float(ref2[mask].sum())
-                    acc[2] += int(mask.sum()) * len(batch)
+                masks = torch.stack(list(region_masks(
+                    grid, t, t, how, border).values())).double()
+                key = (info.index, s)
+                sums[key] = sums.get(key, 0) + torch.stack(
+                    ((masks * diff2).sum((1, 2)), (masks * ref2).sum((1, 2)),
+                     masks.sum((1, 2)) * len(batch)), 1)
             if progress is not None:
-                progress(done, total)
+                progress(start * (1 + len(shifts)) + len(batch) * (k + 2),
+                         len(images) * (1 + len(shifts)))
     results = []
     for info in infos:
-        per_shift, skipped = {}, []
+        per_shift = {}
         for s in shifts:
-            t = token_shift(s, patch, info.stride)
-            if t is None:
-                skipped.append(s)
+            acc = sums.get((info.index, s))  # None: skipped
+            if acc is None:
                 continue
-            entry = dict(tokens=t)
-            for region in ('interior', 'border', 'all'):
-                d2, r2, n = sums[(info.index, s, region)]
-                entry[region] = (d2 / r2)**0.5 if n and r2 > 0 else None
-            entry['n_interior'] = sums[(info.index, s, 'interior')][2]
-            entry['n_border'] = sums[(info.index, s, 'border')][2]
-            per_shift[s] = entry
+            errors = {
+                region: (d2 / r2)**.5 if n and r2 else None
+                for region, (d2, r2, n) in zip(REGIONS, acc.tolist())
+            }
+            per_shift[s] = dict(tokens=token_shift(s, patch, info.stride),
+                                **errors, n_interior=int(acc[1, 2]),
+                                n_border=int(acc[2, 2]))
         mean = {}
-        for region in ('interior', 'border', 'all'):
+        for region in REGIONS:
             values = [e[region] for e in per_shift.values()
                       if e[region] is not None]
             mean[region] = sum(values) / len(values) if values else None
         results.append(
             dict(block=info.index, name=info.name, stride=info.stride,
                  grid=list(grids.get(info.index, ())), **mean,
-                 per_shift=per_shift, skipped=skipped,
-                 shrunk=info.index in shrunk))
+                 per_shift=per_shift,
+                 skipped=[s for s in shifts if s not in per_shift],
+                 shrunk=shrunk.get(info.index, False)))
     return results

@@ -122,7 +122,7 @@ def test_resolve_block_and_its_errors():
     assert resolve_block(pvt, (3, 0)) == 4
     with pytest.raises(ValueError, match='stages have 1, 2, 1, 1 blocks'):
         resolve_block(pvt, '1.2')
-    with pytest.raises(ValueError, match='not a block'):
+    with pytest.raises(ValueError, match='block last out of range'):
         resolve_block(pvt, 'last')
 
 

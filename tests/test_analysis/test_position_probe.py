@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from mmcpvt.analysis import block_features, position_probe
-from mmcpvt.analysis.position_probe import border_mask
+from mmcpvt.analysis.translation_equivariance import region_masks
 from tests.test_analysis.helpers import build, images, tool_module
 
 
@@ -45,7 +45,7 @@ def test_exact_on_linear_features_and_regions():
         assert scores[region]['mae'] < 0.01
     assert scores['interior']['tokens'] == 2 * 3 * 4
     assert scores['border']['tokens'] == 2 * (30 - 12)
-    assert border_mask(5, 6, 2).sum() == 30 - 1 * 2
+    assert region_masks((5, 6), 0, 0, 'zero', 2)['border'].sum() == 30 - 2
     table = tool_module('tools/analysis_tools/position_probe.py').format_table(
         [dict(name='block 0', grid=[H, W], **scores)])
     assert 'block 0' in table and '1.000' in table

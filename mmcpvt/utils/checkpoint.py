@@ -125,7 +125,7 @@ def weights_only_loads():
     ``TORCH_FORCE_WEIGHTS_ONLY_LOAD`` at each call. This covers mmengine's
     loaders of every scheme (a local path, http(s), ``openmmlab://``,
     ``torchvision://``: ``torch.hub.load_state_dict_from_url`` passes
-    ``weights_only=False``). ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` is unset
+    ``weights_only`` off). ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` is unset
     meanwhile (torch refuses both at once)."""
     old = {k: os.environ.pop(k, None) for k in (FORCE, FORCE_OFF)}
     os.environ[FORCE] = '1'

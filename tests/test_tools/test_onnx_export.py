@@ -256,7 +256,7 @@ def test_output_file_is_checked_before_the_model_is_built(tmp_path,
 def test_url_checkpoint_is_unpickled_weights_only(tmp_path, monkeypatch,
                                                   capsys):
     """A checkpoint given by URL goes through mmengine's http loader
-    (torch.hub, which asks for ``weights_only=False``): it is unpickled with
+    (torch.hub, which turns ``weights_only`` off): it is unpickled with
     ``weights_only=True`` all the same, so a file that would run code when
     unpickled is refused and nothing is exported. (The URL's file is put in
     torch.hub's cache beforehand: nothing is downloaded.)"""

@@ -1,7 +1,7 @@
 """A checkpoint given by URL never runs its pickle, on any path of ours.
 
 mmengine loads ``http(s)://`` checkpoints through
-``torch.hub.load_state_dict_from_url``, which passes ``weights_only=False``.
+``torch.hub.load_state_dict_from_url``, which turns ``weights_only`` off.
 A pickle whose ``__reduce__`` calls ``os.system`` is served over http on
 127.0.0.1 and given to every entry point: a backbone's ``init_cfg``,
 ``tools/train.py`` (``load_from``, ``--resume``), ``tools/test.py``,
@@ -135,7 +135,7 @@ def test_backbone_init_cfg_by_url(served, tmp_path, monkeypatch):
 def test_control_mmengine_alone_runs_the_pickle(served, tmp_path,
                                                  monkeypatch):
     """The threat is real: mmengine's http loader, outside our tools and
-    hooks, unpickles with weights_only=False and runs the payload."""
+    hooks, unpickles without weights_only and runs the payload."""
     from mmengine.runner.checkpoint import load_from_http
     url, marker, _ = served
     monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch_home'))

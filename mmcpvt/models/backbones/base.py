@@ -1,8 +1,6 @@
 """What every mmcpvt backbone shares: initialisation, checkpoint conversion,
 argument and input checks, PEG placement, gradient checkpointing, freezing."""
 import math
-import os.path as osp
-from urllib.parse import urlparse
 
 import torch
 import torch.nn as nn
@@ -14,10 +12,11 @@ from mmengine.model.weight_init import trunc_normal_
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from mmcpvt.utils.checkpoint import (CheckpointMismatchError,
-                                     checkpoint_state_dict, weights_only_loads)
+                                     check_checkpoint, checkpoint_state_dict,
+                                     require_file, weights_only_loads)
+from mmcpvt.utils.convert import CONVERTERS, detect_family, unwrap
 from mmcpvt.utils.state_dict import (USUAL_CAUSES, KeyMatch,
                                      check_state_dict_fits)
-from mmcpvt.utils.convert import CONVERTERS, detect_family, unwrap
 from ..checks import (Cfg, Flag, Int, Ints, Rate, Size, StagePositions,
                       check_args, out_indices)
 from ..layers import ConditionalPositionEncoding, RelativePositionEncoding2d
@@ -37,13 +36,6 @@ def patch_embed(in_channels: int, embed_dims: int, patch_size: int,
     return PatchEmbed(in_channels=in_channels, embed_dims=embed_dims,
                       conv_type='Conv2d', kernel_size=patch_size,
                       stride=patch_size, padding='corner', **kwargs)
-
-
-def _missing_local_file(path) -> bool:
-    """Whether ``path`` is a local path that is no file; a URL (http://,
-    openmmlab://, s3://) is left to mmengine's loaders."""
-    return not path or (len(urlparse(str(path)).scheme) < 2
-                        and not osp.isfile(str(path)))
 
 
 class BaseBackbone(BaseModule):
@@ -155,14 +147,19 @@ class BaseBackbone(BaseModule):
         pretrained = [c for c in cfgs
                       if isinstance(c, dict) and c.get('type') == 'Pretrained']
         for cfg in pretrained:
-            if _missing_local_file(cfg.get('checkpoint')):
+            path = cfg.get('checkpoint')
+            try:
+                require_file(path or '')
+            except FileNotFoundError:
                 raise FileNotFoundError(
                     f'{owner}: init_cfg asks for the pretrained checkpoint '
-                    f'{cfg.get("checkpoint")!r}, which does not exist. Train '
-                    f'or convert one (see tools/model_converters), point '
-                    f'model.backbone.init_cfg.checkpoint at it, or start '
-                    f'from random weights with '
-                    f'--cfg-options model.backbone.init_cfg=None')
+                    f'{path!r}, which does not exist. Train or convert one '
+                    f'(see tools/model_converters), point model.backbone.'
+                    f'init_cfg.checkpoint at it, or start from random weights '
+                    f'with --cfg-options model.backbone.init_cfg=None'
+                ) from None
+            if '://' not in path:  # a bad local file named, before loading
+                check_checkpoint(path)
         if not self._is_init:
             # The transformer init first, a checkpoint on top: what the
             # checkpoint lacks (new PEGs) keeps this init, not PyTorch's.

@@ -1,11 +1,9 @@
 """Instruments that check the paper's claims on any model of ours:
 translation equivariance (Sec. 3.2, Appendix A), absolute position through
 zero padding (Sec. 3.2, Appendix B.3) and attention maps (Appendix D.3,
-Figs. 5-6), and the models they look at, built from configs.
-
-The command lines, and the figures and tables they draw, are in
-``tools/analysis_tools/`` and ``tools/visualization/``; this package holds
-the method they (and scripts) call.
+Figs. 5-6), and the models they look at, built from configs. The command
+lines that run them, and draw their figures and tables, are in
+``tools/analysis_tools/`` and ``tools/visualization/``.
 """
 from .attention import (AttentionMaps, attention_maps, capture_attention,
                         default_queries, mean_attention_distance)

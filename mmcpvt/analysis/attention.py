@@ -2,12 +2,7 @@
 of CPVT", Figs. 5 and 6: the normalised attention scores of a head of the
 second encoder, the 196 x 196 matrix of the patch tokens of a 224 px image,
 show whether tokens attend to their neighbours, i.e. whether they know where
-they are).
-
-The matrix comes from the block's own attention: its ``attend`` is wrapped
-for the duration so that it runs with ``return_attn=True`` (the explicit
-softmax path) and the weights are kept; nothing of the attention is
-recomputed here.
+they are). Nothing of the attention is recomputed here.
 """
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,7 +20,8 @@ Query = Union[str, Tuple[int, int]]  # 'cls' or (row, column)
 def capture_attention(attn: nn.Module):
     """Record the softmax weights of an :class:`Attention` (or subclass)
     on every call: yields a list that receives (B, heads, N, N_kv) float32
-    CPU tensors. The module's outputs are unchanged."""
+    CPU tensors. Its ``attend`` runs with ``return_attn=True`` (the explicit
+    softmax path) for the while; its outputs are unchanged."""
     original = attn.attend
     store: List[torch.Tensor] = []
 
@@ -46,15 +42,13 @@ class AttentionMaps:
     """The attention weights of one block over a batch of images.
 
     Attributes:
-        attn (Tensor): (B, heads, N, N_kv) for global attention (N =
-            extra + H*W; N_kv = N, or the reduced map of a PVT block);
-            (B * windows, heads, ws*ws, ws*ws) for Swin windows. Rows sum
-            to one.
+        attn (Tensor): (B, heads, N, N_kv), rows summing to one: N = extra
+            + H*W, N_kv = N or the reduced map of a PVT block; (B * windows,
+            heads, ws*ws, ws*ws) for Swin windows.
         kind (str): 'global', 'spatial-reduction' (PVT, sr_ratio > 1) or
             'window' (Swin).
-        hw_shape (tuple): (H, W) of the query tokens.
-        kv_hw_shape (tuple | None): (H', W') of the key tokens (None for
-            windows).
+        hw_shape (tuple): (H, W) of the query tokens; ``kv_hw_shape``: (H',
+            W') of the key tokens (None for windows).
         num_extra_tokens (int): Leading (class) tokens among the queries
             and the keys.
         stride (int): Input pixels per query token.
@@ -88,13 +82,12 @@ class AttentionMaps:
         """The row of a query: 'cls' (the first extra token) or (row,
         column) of a patch token."""
         H, W = self.hw_shape
-        if isinstance(query, str):
-            if query == 'cls' and self.num_extra_tokens:
-                return 0
-            what = ("no class token" if not self.num_extra_tokens else
-                    "only 'cls' as a named query")
-            raise ValueError(f'query {query!r}: this block has {what}; give '
-                             f'ROW COL of a patch (0..{H - 1}, 0..{W - 1})')
+        if query == 'cls':
+            if not self.num_extra_tokens:
+                raise ValueError(f"query 'cls': this block has no class "
+                                 f'token; give ROW COL of a patch (0..'
+                                 f'{H - 1}, 0..{W - 1})')
+            return 0
         r, c = query
         if not (0 <= r < H and 0 <= c < W):
             raise ValueError(f'query ({r}, {c}) outside the {H}x{W} token '
@@ -103,8 +96,7 @@ class AttentionMaps:
 
     def query_map(self, query: Query, image: int = 0,
                   head: int = 0) -> torch.Tensor:
-        """The attention of one query over the key patch grid (H', W');
-        global and spatial-reduction attention only."""
+        """The attention of one query over the key patch grid (H', W')."""
         if self.kind == 'window':
             raise ValueError('per-query maps over the image need global '
                              'attention; Swin attends within windows')
@@ -138,16 +130,14 @@ def attention_maps(backbone: nn.Module,
                              len(images))
     sr = module.attn.sr_ratio
     kind = 'spatial-reduction' if sr > 1 else 'global'
-    # a map smaller than sr is padded to one sr x sr window
-    # (layers/attention.py)
+    # a map smaller than sr is padded to one sr x sr window (Attention)
     kv_hw = (max(1, H // sr), max(1, W // sr))
     return AttentionMaps(attn, kind, (H, W), kv_hw, attn.shape[2] - H * W,
                          stride, len(images))
 
 
 def default_queries(maps: AttentionMaps) -> List[Query]:
-    """The centre and the top-left corner patch, and the class token if
-    there is one."""
+    """The centre and the top-left patch, and the class token if any."""
     H, W = maps.hw_shape
     extra: List[Query] = ['cls'] if maps.num_extra_tokens else []
     return [(H // 2, W // 2), (0, 0)] + extra
@@ -155,14 +145,12 @@ def default_queries(maps: AttentionMaps) -> List[Query]:
 
 def mean_attention_distance(maps: AttentionMaps, image: int = 0,
                             head: int = 0) -> float:
-    """Attention-weighted distance between each patch query and the key
-    patches, in query tokens, averaged over the patch queries (attention
-    to extra tokens left out, the rest renormalised): small for a head that
-    attends to its neighbours (Fig. 5, DeiT and CPVT), about half the side
-    of a square map (0.52 x side) for one that attends everywhere alike
-    (Fig. 5, no position encoding). Global and spatial-reduction attention
-    only.
-    """
+    """Attention-weighted distance from the patch queries to the key
+    patches, in query tokens, averaged over the queries (extra tokens left
+    out, the rest renormalised; not for Swin's windows): small for a head
+    that attends to its neighbours (Fig. 5, DeiT and CPVT), 0.52 x the side
+    of a square map for one that attends everywhere alike (Fig. 5, no
+    position encoding)."""
     H, W = maps.hw_shape
     Hk, Wk = maps.kv_hw_shape
     a = maps.matrix(image, head).double()

@@ -1,7 +1,6 @@
 """The blocks of a CPVT-, PVTPEG- or SwinPEG-like backbone and the token
-maps they hand on, for the analysis instruments. Only hooks are added: the
-backbone runs its own ``forward``, and every module hooked is called as
-``module(tokens, hw_shape, ...)``, which gives the map's size.
+maps they hand on, recorded by hooks on modules that are all called as
+``module(tokens, hw_shape, ...)``; the backbone runs its own ``forward``.
 """
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -11,14 +10,10 @@ import torch.nn as nn
 
 from mmcpvt.models.layers import nlc_to_nchw
 
-# The key of the tokens before the first block (after the patch embedding,
-# the position embedding and a PEG at position -1), as in ``peg_positions``.
+# The key of the tokens that the first block receives, as in peg_positions
 INPUT = -1
 
 Progress = Optional[Callable[[int, int], None]]
-
-
-# ----------------------------------------------------------------- blocks
 
 
 @dataclass(frozen=True)
@@ -26,8 +21,7 @@ class BlockInfo:
     """One analysable point of a backbone.
 
     Attributes:
-        index (int): Global block number (0 = first block of the first
-            stage), or ``INPUT`` (-1) for the tokens before the first block.
+        index (int): Global block number (0: the first), or ``INPUT``.
         stage (int): Stage of the block (0 for CPVT).
         block (int): Block number within its stage (-1 for ``INPUT``).
         stride (int): Input pixels per token at this block.
@@ -48,14 +42,8 @@ class _Stage:
     blocks: nn.ModuleList
     pegs: nn.ModuleDict
     stride: int
-    # CPVT's position tables after encoders (added before the PEG), keyed
-    # like the PEGs
+    # CPVT's position tables after encoders (before the PEG), keyed alike
     pos_embeds: Optional[nn.ModuleDict] = None
-
-
-def _stride(patch_embed) -> int:
-    stride = patch_embed.projection.stride
-    return int(stride[0] if isinstance(stride, tuple) else stride)
 
 
 def _stages(backbone: nn.Module) -> List[_Stage]:
@@ -64,24 +52,23 @@ def _stages(backbone: nn.Module) -> List[_Stage]:
         # CPVT and its subclasses: one stage of encoders
         return [
             _Stage(backbone.layers, backbone.pegs,
-                   _stride(backbone.patch_embed),
+                   backbone.patch_embed.projection.stride[0],
                    getattr(backbone, 'pos_embeds', None))
         ]
     if hasattr(backbone, 'patch_embeds') and hasattr(backbone, 'stages'):
         # PVTPEG: a patch embedding per stage
-        strides = [_stride(embed) for embed in backbone.patch_embeds]
+        strides = [e.projection.stride[0] for e in backbone.patch_embeds]
         for i in range(1, len(strides)):
             strides[i] *= strides[i - 1]
     elif hasattr(backbone, 'downsamples') and hasattr(backbone, 'stages'):
         # SwinPEG: patch embedding, then a 2x patch merging between stages
-        p = _stride(backbone.patch_embed)
+        p = backbone.patch_embed.projection.stride[0]
         strides = [p * 2**i for i in range(len(backbone.stages))]
     else:
         raise TypeError(
-            f'{type(backbone).__name__} is not a backbone the analysis tools '
-            f'know: they need a CPVT-like (layers, patch_embed), PVTPEG-like '
-            f'(stages, patch_embeds) or SwinPEG-like (stages, downsamples) '
-            f'backbone')
+            f'{type(backbone).__name__} is no CPVT-like (layers, patch_embed)'
+            f', PVTPEG-like (stages, patch_embeds) or SwinPEG-like (stages, '
+            f'downsamples) backbone, the ones the analysis tools know')
     return [
         _Stage(*args) for args in zip(backbone.stages, backbone.pegs, strides)
     ]
@@ -133,14 +120,10 @@ def block_module(backbone: nn.Module, index: int) -> nn.Module:
 
 
 def token_positions(H: int, W: int) -> torch.Tensor:
-    """(H*W, 2) (row, column) of the tokens of an H x W map, row-major, in
-    float64."""
+    """(H*W, 2) float64 (row, column) of an H x W map's tokens, row-major."""
     rows, cols = torch.meshgrid(torch.arange(H), torch.arange(W),
                                 indexing='ij')
     return torch.stack((rows.flatten(), cols.flatten()), dim=1).double()
-
-
-# --------------------------------------------------------------- features
 
 
 def run_hooked(backbone: nn.Module, images: torch.Tensor, batch_size: int,

@@ -20,7 +20,6 @@ from mmengine.registry import init_default_scope
 from mmcpvt.utils.checkpoint import require_file
 from mmcpvt.utils.convert import unwrap
 
-# default_scope -> (module, function) that builds the model
 INIT_FUNCTIONS = {
     'mmpretrain': ('mmpretrain.apis', 'init_model'),
     'mmdet': ('mmdet.apis', 'init_detector'),
@@ -42,8 +41,7 @@ def quiet_logs(level: str = 'WARNING'):
 
 
 def _drop_pretrained(cfg):
-    """Remove ``Pretrained`` init_cfg entries (nested dicts included): the
-    weights come from the checkpoint given, or stay random."""
+    """Remove ``Pretrained`` init_cfg entries, nested ones included."""
     if isinstance(cfg, (list, tuple)):
         for value in cfg:
             _drop_pretrained(value)
@@ -60,10 +58,9 @@ def _drop_pretrained(cfg):
 
 
 def init_model(cfg: Config, pretrained: bool = False) -> nn.Module:
-    """The model of ``cfg``, built on the CPU by its library's init function
-    (none runs ``init_weights``); the config's scope becomes the default
-    one. ``Pretrained`` init_cfg entries are dropped unless ``pretrained``;
-    ``cfg`` is left as it was."""
+    """The model of ``cfg`` on the CPU from its library's init function (no
+    ``init_weights``), the config's scope made the default one; ``Pretrained``
+    init_cfg entries are dropped unless ``pretrained``."""
     scope = cfg.get('default_scope', None) or 'mmpretrain'
     if scope not in INIT_FUNCTIONS:
         raise ValueError(f'the config\'s default_scope is {scope!r}; models '
@@ -114,15 +111,12 @@ def build_model(config: Union[str, Config],
             torch.manual_seed(seed)
         model = init_model(cfg, pretrained)
         model.init_weights()
-    report = None
-    if checkpoint is not None:
-        report = load_weights(model, checkpoint)
+    report = None if checkpoint is None else load_weights(model, checkpoint)
     return model.to(device).eval(), cfg, report
 
 
 def get_backbone(model: nn.Module) -> nn.Module:
-    """``model.backbone`` (classifier, detector, segmentor), or the model
-    itself if it is a backbone."""
+    """``model.backbone`` (classifier, detector, segmentor), or ``model``."""
     return getattr(model, 'backbone', model)
 
 
@@ -166,11 +160,11 @@ def load_weights(model: nn.Module, checkpoint: str) -> dict:
     b_total = sum(k.startswith(prefix) for k in keys)
     b_loaded = b_total - sum(k.startswith(prefix) for k in missing)
     if b_loaded == 0:
-        sample = ', '.join(list(state)[:3])
         raise ValueError(
             f'{checkpoint}: none of the {b_total} tensors of the '
             f'{type(backbone).__name__} backbone is in it (its keys: '
-            f'{sample}, ...); is it a checkpoint of this config?')
+            f'{", ".join(list(state)[:3])}, ...); is it a checkpoint of this '
+            f'config?')
     return dict(
         target='model' if whole else 'backbone',
         loaded=len(keys) - len(missing),

@@ -2,12 +2,11 @@
 (paper, Sec. 3.2 and Appendix B.3, position through zero padding).
 
 A ridge regression predicts each token's (row, column) from its
-standardised feature vector. It is fitted on the tokens of the first half
-of the images and scored on the other, held-out half: R^2 and mean absolute
-error (in tokens), for the whole map, the interior and the border (tokens
-within ``border`` of an edge). A model without position information scores
-R^2 near 0 (or below); a learned position table, or a PEG's zero padding
-once it has spread, lets the probe recover position.
+standardised feature vector, scored on held-out images for the whole map,
+the interior and the border (tokens within ``border`` of an edge). A model
+without position information scores R^2 near 0 (or below); a learned
+position table, or a PEG's zero padding once it has spread, lets the probe
+recover position.
 """
 from typing import Dict
 
@@ -32,7 +31,6 @@ def _scores(pred: torch.Tensor, y: torch.Tensor,
         mae=float(mae.mean()),
         mae_row=float(mae[0]),
         mae_col=float(mae[1]),
-        # the error of always guessing the mean position of the fit
         mae_mean_guess=float((y - y_fit_mean).abs().mean()),
         tokens=len(y))
 
@@ -56,8 +54,7 @@ def position_probe(maps: torch.Tensor, border: int = 1,
     N, C, H, W = maps.shape
     if not alpha > 0:  # NaN included
         raise ValueError(f'alpha (the ridge penalty) must be > 0, got '
-                         f'{alpha}: without it the fit is singular where '
-                         f'features are constant or collinear')
+                         f'{alpha}: the fit is singular without it')
     if N < 2:
         raise ValueError(f'the probe needs at least 2 images (half to fit, '
                          f'half to test), got {N}')

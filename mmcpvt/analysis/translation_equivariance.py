@@ -32,16 +32,12 @@ MODES = ('circular', 'zero')
 REGIONS = ('all', 'interior', 'border')  # as region_masks returns them
 
 
-def check_mode(mode: str):
-    if mode not in MODES:
-        raise ValueError(f'unknown shift mode {mode!r}; allowed: '
-                         f'{", ".join(MODES)}')
-
-
 def shift(x: torch.Tensor, dy: int, dx: int, mode: str) -> torch.Tensor:
     """``x`` (..., H, W) moved ``dy`` down and ``dx`` right: rolled
     ('circular') or with zeros shifted in ('zero')."""
-    check_mode(mode)
+    if mode not in MODES:
+        raise ValueError(f'unknown shift mode {mode!r}; allowed: '
+                         f'{", ".join(MODES)}')
     out = torch.roll(x, shifts=(dy, dx), dims=(-2, -1))
     if mode == 'zero':  # what wrapped around becomes zeros
         out = out.masked_fill(
@@ -49,26 +45,20 @@ def shift(x: torch.Tensor, dy: int, dx: int, mode: str) -> torch.Tensor:
     return out
 
 
-def _edge(n: int, border: int) -> torch.Tensor:
-    """(n,) True within ``border`` of either end."""
-    i = torch.arange(n)
-    return (i < border) | (i >= n - border)
-
-
 def region_masks(hw_shape: Sequence[int], dy: int, dx: int, mode: str,
                  border: int = 1) -> Dict[str, torch.Tensor]:
     """(H, W) boolean masks of the shifted frame: 'all' (the valid
     tokens), 'interior' and 'border' (see the module docstring)."""
+
+    def axis(n, d):  # (valid, edge) of the tokens along one axis
+        i = torch.arange(n)
+        src = (i - d) % n if mode == 'circular' else i - d  # came from
+        edge = (i < border) | (i >= n - border) | (src < border) | (
+            src >= n - border)
+        return (src >= 0) & (src < n), edge
+
     H, W = hw_shape
-    # where each token of the shifted frame came from
-    src_y, src_x = torch.arange(H) - dy, torch.arange(W) - dx
-    if mode == 'circular':
-        src_y, src_x = src_y % H, src_x % W
-    valid_y = (src_y >= 0) & (src_y < H)
-    valid_x = (src_x >= 0) & (src_x < W)
-    src_y, src_x = src_y.clamp(0, H - 1), src_x.clamp(0, W - 1)
-    edge_y = _edge(H, border) | _edge(H, border)[src_y]
-    edge_x = _edge(W, border) | _edge(W, border)[src_x]
+    (valid_y, edge_y), (valid_x, edge_x) = axis(H, dy), axis(W, dx)
     valid = valid_y[:, None] & valid_x[None, :]
     edge = edge_y[:, None] | edge_x[None, :]
     return dict(all=valid, interior=valid & ~edge, border=valid & edge)
@@ -90,16 +80,14 @@ def translation_equivariance(backbone: nn.Module,
                              blocks: Optional[Sequence[int]] = None,
                              batch_size: int = 16,
                              progress: Progress = None) -> List[dict]:
-    """Relative equivariance error of every block.
+    """Relative equivariance error of every block (``blocks``,
+    ``batch_size`` and ``progress`` as in :func:`block_features`).
 
-    Each shift ``s`` (in patches of the first patch embedding, negative:
-    up/left) moves the images ``s`` patches down and ``s`` right. At a
-    block of stride ``r`` pixels per token that is ``s * patch / r``
-    tokens; shifts that are no whole number of tokens there are skipped
-    for that block: use multiples of ``r / patch``. ``images`` (N, 3, H, W)
-    should be multiples of the largest stride for circular shifts to be
-    exact; ``border`` is in tokens; ``blocks``, ``batch_size`` and
-    ``progress`` are as in :func:`block_features`.
+    Each shift ``s`` (negative: up/left) moves the images ``s`` patches of
+    the first patch embedding down and ``s`` right: ``s * patch / r``
+    tokens at a block of stride ``r``, skipped there if no whole number.
+    H and W of ``images`` should be multiples of the largest stride for
+    circular shifts to be exact; ``border`` is in tokens.
 
     Returns:
         list[dict]: One dict per block, in order: ``block`` (global index),
@@ -111,21 +99,19 @@ def translation_equivariance(backbone: nn.Module,
         ``shrunk`` (a PEG has shrunk the map: only unwrapped tokens
         compared). An error is None for an empty region.
     """
-    check_mode(mode)
     infos = list_blocks(backbone)
     patch = infos[0].stride  # pixels per token of the first stage
     infos = [i for i in infos if blocks is None or i.index in blocks]
-    indices = [i.index for i in infos]
-    # (block, shift) -> per region (as in region_masks): sum of squared
-    # differences, of squared references, tokens compared
-    sums: Dict[tuple, torch.Tensor] = {}
+    # block -> shift -> per region (as in region_masks): sums of squared
+    # differences and of squared references, tokens compared
+    sums: Dict[int, Dict[int, torch.Tensor]] = {}
     grids, shrunk = {}, {}
     for start in range(0, len(images), batch_size):
         batch = images[start:start + batch_size]
-        base = block_features(backbone, batch, indices, len(batch))
+        base = block_features(backbone, batch, blocks, len(batch))
         for k, s in enumerate(shifts):
             moved = block_features(
-                backbone, shift(batch, s * patch, s * patch, mode), indices,
+                backbone, shift(batch, s * patch, s * patch, mode), blocks,
                 len(batch))
             for info in infos:
                 t = token_shift(s, patch, info.stride)
@@ -142,8 +128,8 @@ def translation_equivariance(backbone: nn.Module,
                 ref2 = ref.pow(2).sum(dim=(0, 1))
                 masks = torch.stack(list(region_masks(
                     grid, t, t, how, border).values())).double()
-                key = (info.index, s)
-                sums[key] = sums.get(key, 0) + torch.stack(
+                acc = sums.setdefault(info.index, {})
+                acc[s] = acc.get(s, 0) + torch.stack(
                     ((masks * diff2).sum((1, 2)), (masks * ref2).sum((1, 2)),
                      masks.sum((1, 2)) * len(batch)), 1)
             if progress is not None:
@@ -152,10 +138,7 @@ def translation_equivariance(backbone: nn.Module,
     results = []
     for info in infos:
         per_shift = {}
-        for s in shifts:
-            acc = sums.get((info.index, s))  # None: skipped
-            if acc is None:
-                continue
+        for s, acc in sums.get(info.index, {}).items():
             errors = {
                 region: (d2 / r2)**.5 if n and r2 else None
                 for region, (d2, r2, n) in zip(REGIONS, acc.tolist())

@@ -1,39 +1,24 @@
-"""What the data set generators share besides the renderer: checking
-their arguments, the output directory, the record of what a generator wrote
-there, the loop that writes a set with its progress, and the command line.
+"""What the data set generators (``make_coco.py``, ``make_ade20k.py``,
+``make_imagenet.py``) share besides the renderer: argument checks, the
+output directory and the record of what was written there, the progress
+bar and the command line.
 
-Nothing can be downloaded here, so tests and the demo train on synthetic
-sets in the real sets' layouts. Every image is seeded from ``(seed, split,
-index)`` (and its class, for ImageNet): the same arguments give
-byte-identical files.
+Every image is seeded from ``(seed, split, index)`` (and its class, for
+ImageNet): the same arguments give byte-identical files. A generator keeps
+in ``--out`` a marker (``make_coco.json``, ...) with its arguments and the
+files it writes, written before the first image (``"complete": false``)
+and again at the end. So:
 
-``make_coco.py``, ``make_ade20k.py`` and ``make_imagenet.py`` each write a
-data set into a directory (``--out``) and keep there a marker file
-(``make_coco.json``, ...) with their arguments and the list of the files
-they write, relative to ``--out``. The list is written before the first
-image (``"complete": false``) and again once the set is complete. So:
+- ``--out`` naming a file, or a path under one, is refused first;
+- a non-empty directory is refused unless the same generator made the set
+  in it and ``--overwrite`` is given;
+- ``--overwrite`` deletes only the listed files (and the folders left
+  empty); if other files are there, they are named and nothing is deleted;
+- an interrupted run (marker not ``complete``) is replaced without
+  ``--overwrite``, under the same rule.
 
-- ``--out`` naming a file, or a path under a file, is refused first, before
-  the other arguments are looked at;
-- an existing, non-empty directory is refused unless it holds a set the
-  same generator made and ``--overwrite`` is given;
-- ``--overwrite`` deletes only the files in the list (and the directories
-  that held them, once empty); a directory that also holds other files is
-  refused, with those files named, and nothing is deleted;
-- what an interrupted run left (its marker is not ``complete``) is replaced
-  without ``--overwrite``, under the same rule: only listed files.
-
-Markers written before the list existed hold the arguments only: the list
-is then worked out from them (``files_of``).
-
-Example (a generator ``make_x.py`` of function ``make_x``)::
-
-    GENERATOR = Generator('make_x.py', x_files)
-    # in make_x(out_dir, ...): check, make way, write, record
-    info = GENERATOR.write(out_dir, args, checks, overwrite, progress,
-                           total, write_images)
-    # in main(): the options are make_x's parameters
-    info, out = GENERATOR.main(make_x, __doc__)
+For an older marker without the list, ``files_of`` works it out from the
+arguments.
 """
 import argparse
 import inspect
@@ -42,34 +27,29 @@ import os
 import os.path as osp
 import re
 import sys
-from typing import Callable, Iterable, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import numpy as np
 from PIL import Image
 
-SHOWN = 10  # paths named in a message
 
-
-def _some(paths: List[str]) -> str:
-    more = (f' (and {len(paths) - SHOWN} more)'
-            if len(paths) > SHOWN else '')
-    return ', '.join(paths[:SHOWN]) + more
+def _some(paths: List[str], shown: int = 10) -> str:
+    more = f' (and {len(paths) - shown} more)' if len(paths) > shown else ''
+    return ', '.join(paths[:shown]) + more
 
 
 def _files_under(out_dir: str) -> List[str]:
-    """Every file (and link) under ``out_dir``, relative to it, sorted."""
-    found = []
-    for dirpath, dirnames, filenames in os.walk(out_dir):
-        rel = osp.relpath(dirpath, out_dir)
-        links = [d for d in dirnames if osp.islink(osp.join(dirpath, d))]
-        for name in filenames + links:
-            found.append(osp.normpath(osp.join(rel, name)))
-    return sorted(found)
+    """Every file (and link to a directory) under ``out_dir``, relative to
+    it, sorted."""
+    return sorted(
+        osp.normpath(osp.join(osp.relpath(dirpath, out_dir), name))
+        for dirpath, dirs, files in os.walk(out_dir) for name in files +
+        [d for d in dirs if osp.islink(osp.join(dirpath, d))])
 
 
 def check_out_dir(out_dir: str):
-    """``out_dir`` is a directory or can be made one; else FileExistsError
-    naming ``--out``, the path and what is allowed."""
+    """FileExistsError naming ``--out`` unless ``out_dir`` is a directory or
+    can be made one."""
     if osp.exists(out_dir) and not osp.isdir(out_dir):
         raise FileExistsError(
             f'--out {out_dir} is a file, not a directory. Give a '
@@ -83,74 +63,36 @@ def check_out_dir(out_dir: str):
             f'not a directory. Give a directory for the data set.')
 
 
-def _delete(out_dir: str, paths: Iterable[str]):
-    """Delete ``paths`` (relative to ``out_dir``), then the directories
-    that held them, deepest first, where they are left empty."""
-    dirs = set()
-    for rel in paths:
-        os.remove(osp.join(out_dir, rel))
-        parent = osp.dirname(rel)
-        while parent:
-            dirs.add(parent)
-            parent = osp.dirname(parent)
-    for rel in sorted(dirs, key=lambda d: d.count(os.sep), reverse=True):
-        path = osp.join(out_dir, rel)
-        if osp.isdir(path) and not os.listdir(path):
-            os.rmdir(path)
+def progress_bar(total: int, enabled: bool, title: str) -> Callable:
+    """An ``update()`` for mmengine's ``ProgressBar`` over ``total`` items
+    on stdout, after a ``title`` line, redrawn at most 100 times (a log that
+    captures it gets one short line); a no-op unless ``enabled``."""
+    if not enabled or total <= 0:
+        return lambda: None
+    from mmengine.utils import ProgressBar
+    print(title, flush=True)
+    bar, step = ProgressBar(total, file=sys.stdout), max(1, total // 100)
+    done = shown = 0
 
+    def update():
+        nonlocal done, shown
+        done += 1
+        if done - shown >= step or done == total:
+            bar.update(done - shown)
+            shown = done
+        if done == total:
+            print(flush=True)
 
-class Progress:
-    """A progress bar (mmengine's ``ProgressBar``) over ``total`` images,
-    on stdout, updated at most 100 times: a log file that captures it gets
-    one short line, not one per image. Nothing is shown when ``enabled`` is
-    False.
-
-    Example::
-
-        with Progress(250, enabled=True, title='Writing 250 images') as bar:
-            for ...:
-                bar.update()
-    """
-
-    def __init__(self, total: int, enabled: bool, title: str = ''):
-        self.total, self.enabled, self.title = total, enabled, title
-        self.step = max(1, total // 100)
-        self.done = self.shown = 0
-        self.bar = None
-
-    def __enter__(self):
-        if self.enabled and self.total > 0:
-            from mmengine.utils import ProgressBar
-            if self.title:
-                print(self.title, flush=True)
-            self.bar = ProgressBar(self.total, file=sys.stdout)
-        return self
-
-    def update(self):
-        self.done += 1
-        if self.bar is not None and (self.done - self.shown >= self.step
-                                     or self.done == self.total):
-            self.bar.update(self.done - self.shown)
-            self.shown = self.done
-
-    def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.file.write('\n')
-            self.bar.file.flush()
-        return False
+    return update
 
 
 def check_args(*checks: Tuple[str, object, bool, str]):
-    """Raise ValueError for the first check that fails.
-
-    Each check is ``(name, value, ok, allowed)``: a parameter (its option is
-    ``--`` and the name with dashes), its value, whether the value is
-    allowed, and what is allowed, e.g. ``('size', size, size >= 8, '>= 8
-    pixels')``."""
+    """ValueError for the first ``(name, value, ok, allowed)`` that is not
+    ``ok``, e.g. ``('size', size, size >= 8, '>= 8 pixels')``, naming the
+    option (``--`` and the name with dashes), the value and what is
+    allowed."""
     for name, value, ok, allowed in checks:
         if not ok:
-            if isinstance(value, (list, tuple)):
-                value = tuple(value)
             raise ValueError(f'--{name.replace("_", "-")} ({name}) must be '
                              f'{allowed}, got {value}')
 
@@ -162,23 +104,24 @@ def save_image(path: str, array: np.ndarray):
     Image.fromarray(array).save(path, quality=92)
 
 
-class Generator:
-    """A data set generator: its name (``make_coco.py``), its marker file
-    (``make_coco.json``) and the files it writes for given arguments.
+def save_json(path: str, obj, indent: int = None):
+    """Save ``obj`` as json, making its directory."""
+    os.makedirs(osp.dirname(path), exist_ok=True)
+    with open(path, 'w') as f:
+        json.dump(obj, f, indent=indent)
 
-    Args:
-        tool (str): The generator's file name, for messages.
-        files_of (callable): The files written for the arguments in a
-            marker (a dict), relative to the output directory; used for
-            markers without a file list.
-    """
+
+class Generator:
+    """A data set generator: its name (``make_coco.py``, for messages), its
+    marker (``make_coco.json``) and ``files_of(args)``, the files it writes
+    for the arguments in a marker, relative to the output directory."""
 
     def __init__(self, tool: str, files_of: Callable[[dict], List[str]]):
         self.tool, self.files_of = tool, files_of
         self.marker = tool.replace('.py', '.json')
 
     def _read(self, out_dir: str) -> Optional[dict]:
-        """The marker in ``out_dir`` as written, or None if there is none;
+        """The marker in ``out_dir``, None if there is none;
         FileExistsError if it cannot be read."""
         path = osp.join(out_dir, self.marker)
         if not osp.isfile(path):
@@ -196,9 +139,8 @@ class Generator:
         return info
 
     def read_info(self, out_dir: str) -> Optional[dict]:
-        """The description this generator wrote into ``out_dir`` (without
-        its file list), or None if ``out_dir`` holds no complete set made by
-        it."""
+        """The description of the complete set this generator made in
+        ``out_dir`` (without its file list), or None if there is none."""
         info = self._read(out_dir)
         if info is None or not info.pop('complete', True):
             return None
@@ -226,90 +168,73 @@ class Generator:
                 f'{out_dir} holds a data set that {tool} made; pass '
                 f'--overwrite (overwrite=True) to replace it, or choose '
                 f'another --out.')
-        try:
-            ours = set(info['files'] if 'files' in info else
-                       self.files_of(info))
-        except (KeyError, TypeError, ValueError) as e:
-            raise FileExistsError(
-                f'{osp.join(out_dir, marker)} lists no files and they cannot '
-                f'be worked out from it ({e!r}); nothing is deleted. Delete '
-                f'the directory yourself, or choose another --out.') from e
+        ours = set(info['files'] if 'files' in info else self.files_of(info))
         ours |= {marker, marker + '.tmp'}  # .tmp: a marker write cut short
         foreign = [p for p in present if p not in ours]
         if foreign:
-            again = ('--overwrite replaces' if complete else
-                     'A new run replaces')
+            again = '--overwrite' if complete else 'A new run'
             raise FileExistsError(
                 f'{out_dir} holds {len(foreign)} files that {tool} did not '
-                f'write: {_some(foreign)}; nothing is deleted. {again} only '
-                f'what {tool} wrote: move those files out, or choose another '
-                f'--out.')
-        _delete(out_dir, [p for p in present if p != marker])
+                f'write: {_some(foreign)}; nothing is deleted. {again} '
+                f'replaces only what {tool} wrote: move those files out, or '
+                f'choose another --out.')
         # the marker last: its list stays until the files are gone
-        os.remove(osp.join(out_dir, marker))
+        for rel in sorted(set(present) - {marker}) + [marker]:
+            os.remove(osp.join(out_dir, rel))
+        for folder, _, _ in os.walk(out_dir, topdown=False):
+            if folder != out_dir and not os.listdir(folder):
+                os.rmdir(folder)  # left empty
 
     def _mark(self, out_dir: str, info: dict, files: List[str],
               complete: bool) -> dict:
-        """Write ``info`` and the ``files`` written (relative to
-        ``out_dir``) to the marker, atomically; return ``info``. Called with
-        ``complete=False`` before the first file is written and with
-        ``complete=True`` when the set is complete."""
-        os.makedirs(out_dir, exist_ok=True)
+        """Write ``info`` and the ``files`` to the marker, atomically;
+        return ``info``."""
         path = osp.join(out_dir, self.marker)
-        with open(path + '.tmp', 'w') as f:
-            json.dump(dict(info, complete=complete, files=sorted(files)), f,
-                      indent=1)
+        save_json(path + '.tmp', dict(info, complete=complete,
+                                      files=sorted(files)), indent=1)
         os.replace(path + '.tmp', path)
         return info
 
     def write(self, out_dir: str, args: dict, checks: list, overwrite: bool,
-              progress: bool, total: int, write: Callable[[Progress], dict],
-              what: str = None) -> dict:
-        """Check ``--out``, then ``checks`` (see :func:`check_args`), make
-        way (:meth:`prepare`), record the files of ``args``, call
-        ``write(bar)`` to write them and return ``args`` updated with what
-        it returns, as recorded in the marker. The progress bar's title
-        says ``writing {total} {what}`` (``images to {out_dir}``)."""
+              progress: bool, total: int,
+              write: Callable[[Callable], dict]) -> dict:
+        """Check ``--out``, then ``checks`` (:func:`check_args`), make way
+        (:meth:`prepare`), record the files of ``args``, call
+        ``write(update)`` to write them (``update()`` after each of the
+        ``total`` images) and return ``args`` updated with what it returns,
+        as recorded in the marker."""
         check_out_dir(out_dir)
         check_args(*checks)
         self.prepare(out_dir, overwrite)
         files = self.files_of(args)
         self._mark(out_dir, args, files, complete=False)
-        what = what or f'images to {out_dir}'
-        with Progress(total, progress,
-                      f'{self.tool}: writing {total} {what}') as bar:
-            info = dict(args, **write(bar))
+        info = dict(args, **write(progress_bar(
+            total, progress,
+            f'{self.tool}: writing {total} images to {out_dir}')))
         return self._mark(out_dir, info, files, complete=True)
 
     def main(self, make: Callable, doc: str, metavars: dict = None,
              argv: List[str] = None) -> Tuple[dict, str]:
-        """Run ``make`` from the command line; return its result and
-        ``--out``.
-
-        ``--help`` shows ``doc`` (the generator's module docstring). The
-        options are ``make``'s parameters: the first is ``--out``; every
-        other but ``progress`` is ``--name-with-dashes``, with ``make``'s
-        default, that default's type (a tuple: that many values, named by
-        ``metavars[name]``) and the text of the ``Args:`` section of
-        ``make``'s docstring as its help; ``--no-progress`` hides the bar.
-        A refusal of ``make`` ends the program with one line."""
+        """Run ``make`` from the command line (``--help``: ``doc``); return
+        its result and ``--out``. Its parameters are the options, with their
+        defaults (a tuple: that many values, named by ``metavars[name]``)
+        and their text in ``make``'s ``Args:`` as help; ``--no-progress``
+        hides the bar. A refusal of ``make`` ends it with one line."""
         parser = argparse.ArgumentParser(
             description=doc,
             formatter_class=argparse.RawDescriptionHelpFormatter)
         docs = _arg_docs(make)
         out, *params = inspect.signature(make).parameters.values()
         parser.add_argument('--out', required=True, help=docs[out.name])
-        for param in params:
-            name, default = param.name, param.default
-            many = isinstance(default, tuple)
+        for name, default in ((p.name, p.default) for p in params):
             if name == 'progress':
                 continue
-            if isinstance(default, bool):
-                kwargs = dict(action='store_true')
-            else:
-                kwargs = dict(type=type(default[0] if many else default),
-                              default=default, nargs=len(default) if many
-                              else None, metavar=(metavars or {}).get(name))
+            many = isinstance(default, tuple)
+            kwargs = dict(action='store_true') if isinstance(
+                default, bool) else dict(
+                    type=type(default[0] if many else default),
+                    default=default, nargs=len(default) if many else None,
+                    metavar=(metavars or {}).get(name))
             parser.add_argument('--' + name.replace('_', '-'),
                                 help=docs[name], **kwargs)
         parser.add_argument('--no-progress', action='store_true',
@@ -326,7 +251,7 @@ class Generator:
 
 def _arg_docs(func: Callable) -> dict:
     """The text of each argument in the ``Args:`` section of ``func``'s
-    docstring (OpenMMLab style: ``name (type): text``), for ``--help``."""
+    docstring (``name (type): text``), for ``--help``."""
     section = inspect.getdoc(func).split('Args:\n')[1].split('\n\n')[0]
     docs = {}
     for line in section.splitlines():

@@ -16,13 +16,11 @@ Synthetic scenes (``shapes.py``) stored exactly as mmseg's
     └── make_ade20k.json               (how it was made, the files written)
 
 Label maps are single-channel PNGs as in ADE20K: 0 is "other" (here the
-background), 1 to ``num_classes`` are the object classes, i.e. ADE20K's
-classes 1..K ('wall', 'building', 'sky', ...). mmseg's
-``LoadAnnotations(reduce_zero_label=True)`` maps 0 to the ignore index 255
-and class ``k`` to ``k - 1``, so a config sets ``num_classes=K`` and
-``metainfo=dict(classes=ADE20KDataset.METAINFO['classes'][:K])``. Image sizes
-vary between 0.75x and 1.25x of ``size`` on each side. Seeding, ``--out``
-and ``--overwrite``: as every generator (``generated.py``).
+background), 1 to K the object classes, ADE20K's classes 1..K ('wall',
+'building', ...): with ``reduce_zero_label=True`` a config sets
+``num_classes=K`` and ``metainfo=dict(classes=ADE20KDataset.METAINFO[
+'classes'][:K])``. Seeding, ``--out`` and ``--overwrite``: see
+``generated.py``.
 
 Example::
 
@@ -33,34 +31,29 @@ import os.path as osp
 import sys
 from typing import List
 
-import numpy as np
-
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from generated import Generator, save_image  # noqa: E402
-from shapes import class_style, scenes  # noqa: E402
+from shapes import scenes  # noqa: E402
 
 SUBDIR = 'ADEChallengeData2016'
-# split directory -> (file name prefix, seed id)
-SPLITS = {'training': ('ADE_train', 0), 'validation': ('ADE_val', 1)}
+# split directory -> (file name prefix, its argument)
+SPLITS = {'training': ('ADE_train', 'num_train'),
+          'validation': ('ADE_val', 'num_val')}
 MAX_CLASSES = 150
 
 
-def _name(split: str, index: int) -> str:
-    """The file name (no extension) of image ``index`` (from 0)."""
-    return f'{SPLITS[split][0]}_{index + 1:08d}'
+def _names(info: dict, split: str) -> List[str]:
+    """The file names (no extension) of a split's images."""
+    prefix, num = SPLITS[split]
+    return [f'{prefix}_{index + 1:08d}' for index in range(info[num])]
 
 
 def ade20k_files(info: dict) -> List[str]:
     """The files :func:`make_ade20k` writes for ``info`` (its arguments),
     relative to its ``out_dir``."""
-    files = []
-    for split, num in (('training', info['num_train']),
-                       ('validation', info['num_val'])):
-        for index in range(num):
-            name = _name(split, index)
-            files += [f'{SUBDIR}/images/{split}/{name}.jpg',
-                      f'{SUBDIR}/annotations/{split}/{name}.png']
-    return files
+    return [f'{SUBDIR}/{kind}/{split}/{name}.{ext}' for split in SPLITS
+            for name in _names(info, split)
+            for kind, ext in (('images', 'jpg'), ('annotations', 'png'))]
 
 
 GENERATOR = Generator('make_ade20k.py', ade20k_files)
@@ -92,9 +85,8 @@ def make_ade20k(out_dir: str,
         progress (bool): Show a progress bar on stdout. Defaults to False.
 
     Returns:
-        dict: The arguments, the data root and the pixel counts per label
-        value (0 = background); also written to ``out_dir/make_ade20k.json``,
-        with the list of files written.
+        dict: The arguments and the data root, as in
+        ``out_dir/make_ade20k.json``.
     """
     args = dict(num_train=num_train, num_val=num_val, size=size,
                 num_classes=num_classes, seed=seed)
@@ -108,32 +100,23 @@ def make_ade20k(out_dir: str,
     ]
     root = osp.join(out_dir, SUBDIR)
 
-    def write(bar):
-        counts = {}
-        for split, num in (('training', num_train), ('validation', num_val)):
-            hist = np.zeros(num_classes + 1, np.int64)
+    def write(update):
+        for split_id, split in enumerate(SPLITS):
+            names = _names(args, split)
             # Segmentation scenes are busier than detection ones.
-            for index, scene in enumerate(scenes(
-                    seed, SPLITS[split][1], num, size, num_classes,
+            for name, scene in zip(names, scenes(
+                    seed, split_id, len(names), size, num_classes,
                     num_objects=(2, 8), scale_range=(0.1, 0.45))):
-                name = _name(split, index)
                 save_image(osp.join(root, 'images', split, name + '.jpg'),
                            scene.image)
                 # 0 = other / background, k + 1 = class k (ADE class ids)
                 save_image(osp.join(root, 'annotations', split,
                                     name + '.png'), scene.class_map)
-                hist += np.bincount(
-                    scene.class_map.reshape(-1), minlength=num_classes + 1)
-                bar.update()
-            counts[split] = hist.tolist()
-        return dict(
-            data_root=root,
-            shapes=[class_style(k)[0] for k in range(num_classes)],
-            pixels_per_label=counts)
+                update()
+        return dict(data_root=root)
 
     return GENERATOR.write(out_dir, args, checks, overwrite, progress,
-                           num_train + num_val,
-                           write, f'images and label maps to {root}')
+                           num_train + num_val, write)
 
 
 def main(argv=None):

@@ -1,7 +1,7 @@
 """Generate a small detection data set in the COCO 2017 on-disk layout.
 
-Synthetic scenes (``shapes.py``) stored exactly as mmdet's
-``CocoDataset`` reads the real COCO 2017 (``data_root='data/coco/'``)::
+Synthetic scenes (``shapes.py``) stored exactly as mmdet's ``CocoDataset``
+reads the real COCO 2017 (``data_root='data/coco/'``)::
 
     OUT/
     ├── annotations/
@@ -12,21 +12,17 @@ Synthetic scenes (``shapes.py``) stored exactly as mmdet's
     └── make_coco.json                 (how it was made, the files written)
 
 The categories are the first ``num_classes`` real COCO categories with their
-real ids and names ('person' = 1, 'bicycle' = 2, ..., 'traffic light' = 10,
-'fire hydrant' = 11, 'stop sign' = 13: ids are not contiguous), so a config
-only has to set ``metainfo=dict(classes=<those names>)`` and
-``num_classes``. Each category is one shape in its own colour. Image sizes
-vary between 0.75x and 1.25x of ``size`` on each side, so batches need
-padding as on real COCO. Seeding, ``--out`` and ``--overwrite``: as every
-generator (``generated.py``).
+real ids and names ('person' = 1, ..., 'stop sign' = 13: ids are not
+contiguous), so a config only sets ``metainfo=dict(classes=<those names>)``
+and ``num_classes``. Each category is one shape in its own colour. Each
+image side is 0.75x to 1.25x of ``size``, so batches need padding as on
+real COCO. Seeding, ``--out`` and ``--overwrite``: see ``generated.py``.
 
 Example::
 
     python tools/dataset_converters/make_coco.py --out data/coco \\
         --num-train 200 --num-val 50 --size 320 --num-classes 4
 """
-import datetime
-import json
 import math
 import os
 import os.path as osp
@@ -34,8 +30,8 @@ import sys
 from typing import List, Sequence
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from generated import Generator, save_image  # noqa: E402
-from shapes import class_style, scenes  # noqa: E402
+from generated import Generator, save_image, save_json  # noqa: E402
+from shapes import scenes  # noqa: E402
 
 SPLIT_IDS = {'train2017': 0, 'val2017': 1}
 # mmdet's COCO configs drop images under 32 px (filter_cfg min_size=32);
@@ -72,72 +68,22 @@ def coco_classes(num_classes: int) -> tuple:
     return tuple(name for _, name, _ in COCO_CATEGORIES[:num_classes])
 
 
-def _image_ids(num_train: int, num_val: int) -> dict:
+def _image_ids(info: dict) -> dict:
     """The image ids of each split: train 1..N, val N+1..N+M."""
-    return {
-        'train2017': range(1, num_train + 1),
-        'val2017': range(num_train + 1, num_train + num_val + 1),
-    }
-
-
-def _file_name(image_id: int) -> str:
-    return f'{image_id:012d}.jpg'
+    n, m = info['num_train'], info['num_val']
+    return {'train2017': range(1, n + 1), 'val2017': range(n + 1, n + m + 1)}
 
 
 def coco_files(info: dict) -> List[str]:
     """The files :func:`make_coco` writes for ``info`` (its arguments),
     relative to the data root."""
-    files = [f'annotations/instances_{split}.json' for split in SPLIT_IDS]
-    for split, ids in _image_ids(info['num_train'], info['num_val']).items():
-        files += [f'{split}/{_file_name(i)}' for i in ids]
-    return files
+    return [f'annotations/instances_{split}.json' for split in SPLIT_IDS] + [
+        f'{split}/{i:012d}.jpg' for split, ids in _image_ids(info).items()
+        for i in ids]
 
 
 GENERATOR = Generator('make_coco.py', coco_files)
 read_info = GENERATOR.read_info
-
-
-def _split_dataset(out_dir, split, image_ids, args, progress):
-    """Render the images of one split; return its COCO json dict.
-
-    With ``canvas_scale`` c, each image is c times the side it has at c = 1
-    and an object's extent is ``object_scale`` / c of the shorter side: the
-    objects keep their size in pixels, the canvas around them grows.
-    """
-    c = args['canvas_scale']
-    categories = COCO_CATEGORIES[:args['num_classes']]
-    images, annotations = [], []
-    for image_id, scene in zip(image_ids, scenes(
-            args['seed'], SPLIT_IDS[split], len(image_ids), args['size'],
-            args['num_classes'], c,
-            num_objects=tuple(args['objects_per_image']),
-            scale_range=tuple(f / c for f in args['object_scale']))):
-        height, width = scene.image.shape[:2]
-        file_name = _file_name(image_id)
-        save_image(osp.join(out_dir, split, file_name), scene.image)
-        progress.update()
-        images.append(dict(
-            license=1, file_name=file_name, coco_url='', height=height,
-            width=width, date_captured='2017-01-01 00:00:00', flickr_url='',
-            id=image_id))
-        for box, label, poly, area in zip(scene.boxes, scene.labels,
-                                          scene.polygons, scene.areas):
-            annotations.append(dict(
-                id=len(annotations) + 1 + 10**7 * SPLIT_IDS[split],
-                image_id=image_id, category_id=categories[label][0],
-                # [x, y, w, h], float as in COCO
-                bbox=[round(float(v), 2) for v in box], area=float(area),
-                iscrowd=0,
-                segmentation=[[round(float(v), 2) for v in poly.ravel()]]))
-    return dict(
-        info=dict(description='Synthetic shapes in the COCO 2017 layout '
-                  '(mmcpvt tools/dataset_converters/make_coco.py)', url='',
-                  version='1.0', year=2017, contributor='mmcpvt',
-                  date_created=datetime.date(2017, 9, 1).isoformat()),
-        licenses=[dict(id=1, name='CC0 1.0', url='')],
-        images=images, annotations=annotations,
-        categories=[dict(supercategory=sup, id=cat_id, name=name)
-                    for cat_id, name, sup in categories])
 
 
 def make_coco(out_dir: str,
@@ -170,20 +116,18 @@ def make_coco(out_dir: str,
             fraction of the shorter image side (``scale_range`` of
             ``shapes.render_scene``). Defaults to (0.08, 0.4).
         objects_per_image (Sequence[int]): Inclusive range of the number of
-            objects placed in an image (fewer where no free place is found;
-            ``num_objects`` of ``shapes.render_scene``). Defaults to (1, 5).
+            objects placed in an image (fewer where no free place is found).
+            Defaults to (1, 5).
         progress (bool): Show a progress bar on stdout. Defaults to False.
         canvas_scale (float): Images this many times larger than ``size``
-            says, with objects of the size in pixels they have at ``size``
-            (``object_scale`` applies to the canvas of ``size``): a test set
-            of larger inputs with objects at the training scale. Place more
-            objects (``objects_per_image``) to keep their density. Defaults
-            to 1.
+            says, with objects of the size in pixels they have at ``size``:
+            a test set of larger inputs with objects at the training scale.
+            Place more objects (``objects_per_image``) to keep their
+            density. Defaults to 1.
 
     Returns:
-        dict: The arguments, class names and ids and the numbers of images
-        and objects; also written to ``out_dir/make_coco.json``, with the
-        list of files written.
+        dict: The arguments, class names and numbers of objects, as in
+        ``out_dir/make_coco.json``.
     """
     (low, high), (fewest, most) = object_scale, objects_per_image
     args = dict(num_train=num_train, num_val=num_val, size=size,
@@ -208,22 +152,49 @@ def make_coco(out_dir: str,
         ('objects_per_image', objects_per_image, 1 <= fewest <= most,
          '1 <= MIN <= MAX'),
     ]
+    categories = COCO_CATEGORIES[:num_classes]
 
-    def write(bar):
+    def write(update):
         num_objects = {}
-        for split, ids in _image_ids(num_train, num_val).items():
-            for sub in (split, 'annotations'):  # train2017/ even if empty
-                os.makedirs(osp.join(out_dir, sub), exist_ok=True)
-            coco = _split_dataset(out_dir, split, ids, args, bar)
-            with open(osp.join(out_dir, 'annotations',
-                               f'instances_{split}.json'), 'w') as f:
-                json.dump(coco, f)
-            num_objects[split] = len(coco['annotations'])
-        return dict(
-            classes=coco_classes(num_classes),
-            category_ids=[c[0] for c in COCO_CATEGORIES[:num_classes]],
-            shapes=[class_style(k)[0] for k in range(num_classes)],
-            num_objects=num_objects)
+        for split, ids in _image_ids(args).items():
+            images, annotations = [], []
+            os.makedirs(osp.join(out_dir, split), exist_ok=True)  # if empty
+            # objects keep their pixel size on a canvas_scale x canvas
+            for image_id, scene in zip(ids, scenes(
+                    seed, SPLIT_IDS[split], len(ids), size, num_classes,
+                    canvas_scale, num_objects=(fewest, most),
+                    scale_range=(low / canvas_scale, high / canvas_scale))):
+                height, width = scene.image.shape[:2]
+                file_name = f'{image_id:012d}.jpg'
+                save_image(osp.join(out_dir, split, file_name), scene.image)
+                update()
+                images.append(dict(
+                    license=1, file_name=file_name, coco_url='',
+                    height=height, width=width,
+                    date_captured='2017-01-01 00:00:00', flickr_url='',
+                    id=image_id))
+                for box, label, poly, area in zip(
+                        scene.boxes, scene.labels, scene.polygons,
+                        scene.areas):
+                    annotations.append(dict(
+                        id=len(annotations) + 1 + 10**7 * SPLIT_IDS[split],
+                        image_id=image_id, category_id=categories[label][0],
+                        bbox=[round(float(v), 2) for v in box],  # x, y, w, h
+                        area=float(area), iscrowd=0, segmentation=[[
+                            round(float(v), 2) for v in poly.ravel()]]))
+            num_objects[split] = len(annotations)
+            save_json(osp.join(out_dir, 'annotations',
+                               f'instances_{split}.json'), dict(
+                info=dict(description='Synthetic shapes in the COCO 2017 '
+                          'layout (mmcpvt tools/dataset_converters/'
+                          'make_coco.py)', url='', version='1.0', year=2017,
+                          contributor='mmcpvt', date_created='2017-09-01'),
+                licenses=[dict(id=1, name='CC0 1.0', url='')],
+                images=images, annotations=annotations,
+                categories=[dict(supercategory=sup, id=cat_id, name=name)
+                            for cat_id, name, sup in categories]))
+        return dict(classes=coco_classes(num_classes),
+                    num_objects=num_objects)
 
     return GENERATOR.write(out_dir, args, checks, overwrite, progress,
                            num_train + num_val, write)

@@ -15,18 +15,11 @@ the real ILSVRC2012 (``data_root`` + ``split='train'`` / ``'val'``)::
     └── make_imagenet.json                     (how it was made, the files)
 
 The classes are the first ``num_classes`` real ImageNet wnids in sorted
-order, so label ``k`` is ImageNet class ``k`` and mmpretrain's category
-names line up. Each image holds one object of its class, drawn with the
-renderer the COCO and ADE20K generators share (``shapes.py``): class ``k`` is
-one shape (disc, square, triangle, cross, ...) in its own hue, at a random
-position, scale and rotation over a textured background. A small CPVT
-learns it in a few hundred iterations; the object can be anywhere, so the
-network has to find it. ``--canvas-scale`` makes the images larger and
-keeps the object at its pixel size: with ``--train-per-class 0`` (the
-validation split only), a test set of larger inputs at the training scale.
-Images are seeded per class too, so adding classes or images leaves the
-others unchanged. Seeding, ``--out`` and ``--overwrite``: as every generator
-(``generated.py``).
+order, so label ``k`` is ImageNet class ``k``. Each image holds one object
+of its class (``shapes.py``) anywhere on a textured background: a small
+CPVT learns to find it in a few hundred iterations. Images are seeded per
+class too, so adding classes or images leaves the others unchanged.
+Seeding, ``--out`` and ``--overwrite``: see ``generated.py``.
 
 Example::
 
@@ -43,26 +36,21 @@ import numpy as np
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from generated import Generator, save_image  # noqa: E402
-from shapes import (class_style, outline, paint,  # noqa: E402
-                    polygon_mask, render_background)
+from shapes import outline, paint, polygon_mask  # noqa: E402
+from shapes import render_background  # noqa: E402
 
 NUM_CLASSES = 1000  # ImageNet-1k
 SPLIT_IDS = {'train': 0, 'val': 1}
 
 
 def imagenet_wnids() -> List[str]:
-    """The 1000 ImageNet-1k wnids in sorted (= label) order.
-
-    Read from timm's copy of the synset list when timm is installed
-    (a test requirement). Otherwise wnid-shaped placeholders
-    ``n00000000``, ``n00000001``, ... that sort in the same label order.
-    """
+    """The 1000 ImageNet-1k wnids in sorted (= label) order, from timm's
+    synset list; without timm, placeholders ``n00000000``, ... in the same
+    label order."""
     try:
         from importlib.resources import files
-        text = files('timm.data._info').joinpath(
-            'imagenet_synsets.txt').read_text()
-        wnids = sorted(line.strip() for line in text.splitlines()
-                       if line.strip())
+        wnids = sorted(files('timm.data._info').joinpath(
+            'imagenet_synsets.txt').read_text().split())
         if len(wnids) == NUM_CLASSES:
             return wnids
     except Exception:  # timm missing or laid out differently
@@ -72,17 +60,10 @@ def imagenet_wnids() -> List[str]:
 
 def render_image(label: int, size: int, rng: np.random.Generator,
                  canvas_scale: float = 1.0) -> Tuple[np.ndarray, np.ndarray]:
-    """One image of class ``label`` and its object's mask.
-
-    The object is its class's shape in its hue (as in ``shapes.py``), 35-60%
-    of ``size`` wide, rotated by up to 20 degrees, anywhere on a textured
-    background. The canvas is ``round(size * canvas_scale)`` pixels square;
-    the object keeps its size in pixels at every ``canvas_scale``.
-
-    Returns:
-        tuple[np.ndarray, np.ndarray]: The image, (S, S, 3) uint8 RGB, and
-        the object's pixels, (S, S) bool.
-    """
+    """One image of class ``label``, (S, S, 3) uint8 RGB with S =
+    ``round(size * canvas_scale)``, and its object's mask, (S, S) bool. The
+    object is 35-60% of ``size`` wide at any ``canvas_scale``, rotated by
+    up to 20 degrees, anywhere on the canvas."""
     canvas = int(round(size * canvas_scale))
     img = render_background(rng, canvas, canvas)
     radius = rng.uniform(0.35, 0.6) * size / 2
@@ -97,9 +78,9 @@ def generator_id() -> str:
     ``generated.py``): a data set made with another id may hold other
     images for the same arguments."""
     digest = hashlib.sha1()
-    here = osp.dirname(osp.abspath(__file__))
     for name in ('make_imagenet.py', 'shapes.py', 'generated.py'):
-        with open(osp.join(here, name), 'rb') as f:
+        with open(osp.join(osp.dirname(osp.abspath(__file__)), name),
+                  'rb') as f:
             digest.update(f.read())
     return digest.hexdigest()[:12]
 
@@ -111,8 +92,8 @@ def _image_rng(seed: int, split: str, label: int, index: int):
 def _images(info: dict) -> List[Tuple[str, str, int, int]]:
     """``(split, name, label, index)`` of every image of a set made with
     ``info`` (its arguments with the wnids), in the order written: ``name``
-    (relative to ``split``/) is ImageNet's, ``index`` counts the images of
-    its class in the split, from 0."""
+    (under ``split``/) is ImageNet's, ``index`` counts the images of its
+    class in the split, from 0."""
     images = [('train', f'{wnid}/{wnid}_{i + 1}.JPEG', label, i)
               for label, wnid in enumerate(info['wnids'])
               for i in range(info['train_per_class'])]
@@ -165,9 +146,8 @@ def make_imagenet(out: str,
             the training scale. Defaults to 1.
 
     Returns:
-        dict: The arguments, the wnids and the number of images; also
-        written to ``out/make_imagenet.json``, with the list of files
-        written.
+        dict: The arguments, the wnids and the number of images, as in
+        ``out/make_imagenet.json``.
     """
     args = dict(num_classes=num_classes, train_per_class=train_per_class,
                 val_per_class=val_per_class, size=size, seed=seed,
@@ -185,21 +165,19 @@ def make_imagenet(out: str,
          '1 to 8 (the image side over --size; the object keeps its size)'),
     ]
 
-    def write(bar):
+    def write(update):
         lines = {'train': [], 'val': []}
         for split, name, label, i in _images(args):
             rng = _image_rng(seed, split, label, i)
             save_image(osp.join(out, split, name),
                        render_image(label, size, rng, canvas_scale)[0])
             lines[split].append(f'{name} {label}\n')
-            bar.update()
+            update()
         os.makedirs(osp.join(out, 'meta'), exist_ok=True)
         for split in lines:
             with open(osp.join(out, 'meta', f'{split}.txt'), 'w') as f:
                 f.write(''.join(lines[split]))
-        return dict(num_train=len(lines['train']),
-                    num_val=len(lines['val']),
-                    shapes=[class_style(k)[0] for k in range(num_classes)])
+        return dict(num_train=len(lines['train']), num_val=len(lines['val']))
 
     return GENERATOR.write(out, args, checks, overwrite, progress,
                            num_classes * (train_per_class + val_per_class),

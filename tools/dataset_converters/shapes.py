@@ -1,27 +1,21 @@
-"""Render synthetic scenes of learnable objects for detection/segmentation.
+"""Render synthetic scenes of learnable objects for detection/segmentation
+(``make_coco.py``, ``make_ade20k.py``; ``make_imagenet.py`` draws one object
+with its parts).
 
-The shared renderer of the data set generators (``make_coco.py``,
-``make_ade20k.py``; ``make_imagenet.py`` draws one object with its parts).
-A scene is a noisy, textured background with a few objects of
-``num_classes`` classes. Class ``k`` is one shape (disc, square, triangle,
-cross, ...; shapes cycle when ``k`` exceeds their number) in its own hue;
-every object gets a random position, size (log-uniform over ``scale_range``
-of the shorter image side), small rotation and colour jitter. Objects
-never overlap, so each object's box, polygon and pixel mask are exact:
-nothing is occluded.
-
-Everything is drawn from the ``numpy.random.Generator`` passed in: the same
-generator state gives the same scene.
+A scene is a noisy, textured background with a few objects; class ``k`` is
+one shape (disc, square, triangle, ...; they cycle past ten classes) in its
+own hue, with a random position, size, small rotation and colour jitter.
+Objects never overlap, so each object's box, polygon and mask are exact.
+All randomness comes from the ``numpy.random.Generator`` passed in.
 
 Example::
 
-    rng = np.random.default_rng(0)
-    scene = render_scene(rng, height=160, width=200, num_classes=4)
+    scene = render_scene(np.random.default_rng(0), 160, 200, num_classes=4)
     scene.image      # (160, 200, 3) uint8, RGB
     scene.boxes      # (N, 4) float32, COCO (x, y, w, h) in pixels
-    scene.labels     # (N,) int64 in [0, num_classes)
     scene.class_map  # (160, 200) uint8: 0 background, k + 1 for class k
 """
+import colorsys
 from dataclasses import dataclass
 from typing import List, Tuple
 
@@ -37,12 +31,6 @@ def _regular(n: int, radius: float = 1., start: float = -np.pi / 2,
     return np.stack([radius * np.cos(t), yscale * radius * np.sin(t)], 1)
 
 
-def _star(points: int = 5, inner: float = 0.45) -> np.ndarray:
-    outer = _regular(points)
-    inner = _regular(points, inner, start=-np.pi / 2 + np.pi / points)
-    return np.stack([outer, inner], 1).reshape(-1, 2)  # alternate
-
-
 # Each shape as a polygon inside the unit circle, centred at the origin,
 # y pointing down (image coordinates).
 UNIT_POLYGONS = {
@@ -53,7 +41,8 @@ UNIT_POLYGONS = {
                        [.95, .3], [.3, .3], [.3, .95], [-.3, .95],
                        [-.3, .3], [-.95, .3], [-.95, -.3], [-.3, -.3]]),
     'diamond': np.array([[0., -1.], [.6, 0.], [0., 1.], [-.6, 0.]]),
-    'star': _star(),
+    'star': np.stack([_regular(5), _regular(5, .45, -np.pi / 2 + np.pi / 5)],
+                     1).reshape(-1, 2),  # outer and inner points in turn
     'hexagon': _regular(6, start=0.),
     'ellipse': _regular(32, yscale=.5, start=0.),
     'lshape': np.array([[-.7, -.7], [-.2, -.7], [-.2, .2], [.7, .2],
@@ -66,41 +55,19 @@ assert set(UNIT_POLYGONS) == set(SHAPES)
 
 @dataclass
 class Scene:
-    """One rendered scene.
-
-    Attributes:
-        image (np.ndarray): (H, W, 3) uint8 RGB image.
-        boxes (np.ndarray): (N, 4) float32 tight boxes of the object masks,
-            COCO ``(x, y, w, h)`` in pixels.
-        labels (np.ndarray): (N, ) int64 class indices in
-            ``[0, num_classes)``.
-        polygons (list[np.ndarray]): N polygons, each (V, 2) float32 ``(x,
-            y)`` vertices in continuous image coordinates (pixel ``(i, j)``
-            covers ``[j, j + 1) x [i, i + 1)``, as in COCO): the outline
-            whose pixel centres make the object's mask.
-        areas (np.ndarray): (N, ) int64 mask areas in pixels.
-        class_map (np.ndarray): (H, W) uint8; 0 is background, ``k + 1``
-            an object of class ``k``.
-        instance_map (np.ndarray): (H, W) int32; 0 is background, ``i + 1``
-            object ``i``.
-    """
+    """One rendered scene of N objects: ``image`` (H, W, 3) uint8 RGB;
+    ``boxes`` (N, 4) float32, the tight COCO ``(x, y, w, h)`` of each mask;
+    ``labels`` (N, ) int64 in ``[0, num_classes)``; ``polygons``, each (V,
+    2) float32 ``(x, y)`` in COCO's continuous coordinates (pixel ``(i,
+    j)`` covers ``[j, j + 1) x [i, i + 1)``), whose pixel centres make the
+    mask; ``areas`` (N, ) int64 mask areas; ``class_map`` (H, W) uint8, 0
+    background and ``k + 1`` class ``k``."""
     image: np.ndarray
     boxes: np.ndarray
     labels: np.ndarray
     polygons: List[np.ndarray]
     areas: np.ndarray
     class_map: np.ndarray
-    instance_map: np.ndarray
-
-
-def hsv_to_rgb(hue: float, sat: float, val: float) -> np.ndarray:
-    """HSV (each in [0, 1]) to a float RGB triple in [0, 255]."""
-    i = int(hue * 6) % 6
-    f = hue * 6 - int(hue * 6)
-    p, q, t = val * (1 - sat), val * (1 - f * sat), val * (1 - (1 - f) * sat)
-    rgb = [(val, t, p), (q, val, p), (p, val, t), (p, q, val), (t, p, val),
-           (val, p, q)][i]
-    return np.array(rgb) * 255
 
 
 def class_style(label: int) -> Tuple[str, float]:
@@ -134,12 +101,9 @@ def render_background(rng: np.random.Generator, height: int,
 
 
 def polygon_mask(poly: np.ndarray, height: int, width: int) -> np.ndarray:
-    """(H, W) bool mask of the pixels whose centre lies inside ``poly``.
-
-    ``poly`` is (V, 2) ``(x, y)`` in continuous image coordinates, pixel
-    ``(i, j)`` covering ``[j, j + 1) x [i, i + 1)`` as in COCO, so the mask,
-    its box and the polygon agree.
-    """
+    """(H, W) bool mask of the pixels whose centre lies inside ``poly``
+    ((V, 2) ``(x, y)`` in COCO's continuous coordinates), so the mask, its
+    box and the polygon agree."""
     mask = np.zeros((height, width), bool)
     x0, y0 = np.maximum(np.floor(poly.min(0)).astype(int), 0)
     x1 = min(int(np.ceil(poly[:, 0].max())), width)
@@ -173,8 +137,9 @@ def paint(rng: np.random.Generator, img: np.ndarray, mask: np.ndarray,
     """Fill ``img`` (float) under ``mask`` with class ``label``'s hue,
     jittered, and pixel noise."""
     hue = class_style(label)[1]
-    colour = hsv_to_rgb((hue + rng.normal(0, 0.02)) % 1.,
-                        rng.uniform(0.7, 1.), rng.uniform(0.75, 1.))
+    colour = np.array(colorsys.hsv_to_rgb(
+        (hue + rng.normal(0, 0.02)) % 1., rng.uniform(0.7, 1.),
+        rng.uniform(0.75, 1.))) * 255
     img[mask] = colour + rng.normal(0, 10, size=(int(mask.sum()), 3))
 
 
@@ -216,9 +181,6 @@ def render_scene(rng: np.random.Generator,
         max_rotation (float): Objects are rotated by up to this many degrees
             either way (small, so a square stays distinct from a diamond).
             Defaults to 20.
-
-    Returns:
-        Scene: The image, boxes, labels, polygons, areas and label maps.
     """
     if height < 16 or width < 16:
         raise ValueError(f'image size must be at least 16x16, got '
@@ -230,47 +192,37 @@ def render_scene(rng: np.random.Generator,
         raise ValueError(f'scale_range must satisfy 0 < low <= high <= 1, '
                          f'got {scale_range}')
     img = render_background(rng, height, width)
-    instance_map = np.zeros((height, width), np.int32)
-    side = min(height, width)
-    taken, labels, polygons = [], [], []
+    taken, labels, polygons, masks = [], [], [], []
     for _ in range(rng.integers(num_objects[0], num_objects[1] + 1)):
         label = int(rng.integers(num_classes))
-        extent = side * np.exp(rng.uniform(np.log(lo), np.log(hi)))
+        extent = min(height, width) * np.exp(rng.uniform(np.log(lo),
+                                                         np.log(hi)))
+        # radius >= 3: every shape then covers a pixel centre
         radius = max(extent / 2, 3.)
         spot = _place(rng, radius, height, width, taken)
         if spot is None:
             continue
         cx, cy, box = spot
         poly = outline(rng, label, radius, cx, cy, max_rotation)
-        instance_map[polygon_mask(poly, height, width)] = len(labels) + 1
+        masks.append(polygon_mask(poly, height, width))
         taken.append(box)
         labels.append(label)
         polygons.append(poly.astype(np.float32))
 
     class_map = np.zeros((height, width), np.uint8)
-    boxes, areas, keep = [], [], []
-    for i, label in enumerate(labels):
-        mask = instance_map == i + 1
-        if not mask.any():  # too thin to cover a pixel centre
-            continue
+    boxes = []
+    for label, mask in zip(labels, masks):
         ys, xs = np.nonzero(mask)
         boxes.append([xs.min(), ys.min(), xs.max() - xs.min() + 1,
                       ys.max() - ys.min() + 1])
-        areas.append(int(mask.sum()))
-        keep.append(i)
         class_map[mask] = label + 1
         paint(rng, img, mask, label)
-    # Renumber the instance map to the kept objects.
-    remap = np.zeros(len(labels) + 1, np.int32)
-    remap[np.array(keep, int) + 1] = np.arange(1, len(keep) + 1)
     return Scene(
         image=np.clip(img, 0, 255).astype(np.uint8),
         boxes=np.array(boxes, np.float32).reshape(-1, 4),
-        labels=np.array([labels[i] for i in keep], np.int64),
-        polygons=[polygons[i] for i in keep],
-        areas=np.array(areas, np.int64),
-        class_map=class_map,
-        instance_map=remap[instance_map])
+        labels=np.array(labels, np.int64), polygons=polygons,
+        areas=np.array([m.sum() for m in masks], np.int64),
+        class_map=class_map)
 
 
 def scenes(seed: int, split_id: int, count: int, size: int, num_classes: int,

@@ -21,7 +21,7 @@ def _warn(message: str) -> None:
 def checkpoint_problem(path: str):
     """What is wrong with the checkpoint file ``path``, or None."""
     try:
-        check_checkpoint(path)
+        check_checkpoint(path, state_dict=True)
     except CheckpointError as e:
         return e.what
     return None

@@ -111,7 +111,7 @@ def main(argv=None):
     args = parse_args(argv)
     if '://' not in args.checkpoint:
         try:  # before the runner is built: a bad file fails at once
-            check_checkpoint(args.checkpoint)
+            check_checkpoint(args.checkpoint, state_dict=True)
         except CheckpointError as e:
             raise SystemExit(f'test.py: error: {e}')
     cfg = Config.fromfile(args.config)

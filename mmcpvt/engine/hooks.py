@@ -53,7 +53,7 @@ class WeightsOnlyLoadHook(Hook):
         if load_from is None and runner.cfg.get('resume', False):
             load_from = find_latest_checkpoint(runner.work_dir)
         if load_from is not None and '://' not in str(load_from):
-            check_checkpoint(str(load_from))
+            check_checkpoint(str(load_from), state_dict=True)
 
     def after_run(self, runner) -> None:
         if self._loads is not None:

@@ -237,17 +237,51 @@ def safe_load(filename: str, map_location=None, mmap: bool = False):
     raise error  # outside the except clause: torch's text does not trail
 
 
-def check_checkpoint(path: str) -> None:
+def _held(obj) -> str:
+    """What ``obj`` is, for an error message: 'a list of 2 items', ..."""
+    if isinstance(obj, torch.Tensor):
+        return f'a tensor of shape {tuple(obj.shape)}'
+    if isinstance(obj, dict):
+        odd = [f'{k!r} ({type(v).__name__})' for k, v in obj.items()
+               if not isinstance(v, torch.Tensor)]
+        return (f'a dict with entries that are not tensors: '
+                f'{", ".join(odd[:3])}{" ..." if len(odd) > 3 else ""}'
+                if obj else 'an empty dict')
+    size = f' of {len(obj)} items' if isinstance(obj, (list, tuple)) else ''
+    return f'a {type(obj).__name__}{size}'
+
+
+def state_dict_of(checkpoint, path: str) -> dict:
+    """The state dict in ``checkpoint`` (read from ``path``; see
+    :func:`mmcpvt.utils.convert.unwrap`), or a :class:`CheckpointError`
+    naming the file, what it holds and what is expected."""
+    from .convert import unwrap
+    state = unwrap(checkpoint)
+    if isinstance(state, dict) and state and all(
+            isinstance(v, torch.Tensor) for v in state.values()):
+        return state
+    held = _held(state)
+    if state is not checkpoint:  # found under a key
+        key = next(k for k, v in checkpoint.items() if v is state)
+        held = f'a dict whose {key!r} entry is {held}'
+    raise CheckpointError(
+        f'{path} is not a state dict: it holds {held}. Expected a dict of '
+        f'tensors (name -> tensor), or a dict whose \'state_dict\' or '
+        f'\'model\' entry is one.')
+
+
+def check_checkpoint(path: str, state_dict: bool = False) -> None:
     """Raise a clear error if the local checkpoint file ``path`` cannot be
     loaded, before anything is built (for ``--resume`` and
     ``tools/test.py``). A zip-format file is memory-mapped: its tensor data
     is not read, so the check costs little even for a large file. Not
     found: damage inside a tensor's bytes of a zip whose directory is
-    intact."""
-    if osp.isfile(path) and zipfile.is_zipfile(path):
-        safe_load(path, map_location='cpu', mmap=True)
-    else:
-        safe_load(path, map_location='cpu')
+    intact. With ``state_dict``, a file that holds no state dict (a list,
+    a tensor, ``{'state_dict': 'text'}``) is refused too."""
+    checkpoint = safe_load(path, map_location='cpu', mmap=osp.isfile(path)
+                           and zipfile.is_zipfile(path))
+    if state_dict:
+        state_dict_of(checkpoint, path)
 
 
 def require_file(path, what: str = 'checkpoint') -> None:

@@ -324,6 +324,28 @@ def test_empty_or_truncated_checkpoint_is_named(runner, tmp_path, kind):
                'checkpoint' in msg, (name, msg)
 
 
+@pytest.mark.parametrize('obj,held', [
+    ([1, 2], 'a list of 2 items'),
+    (torch.ones(3), 'a tensor of shape (3,)'),
+    ({'state_dict': 'hello'},
+     "a dict with entries that are not tensors: 'state_dict' (str)"),
+])
+def test_a_checkpoint_that_holds_no_state_dict_is_named(runner, tmp_path,
+                                                        obj, held):
+    """It used to end in "'list' object has no attribute 'get'"."""
+    path = tmp_path / 'odd.pth'
+    torch.save(obj, path)
+    paths = _load_paths(runner, tmp_path)
+    for name in ('init_cfg', 'load_from', 'resume', 'test_tool', 'convert',
+                 'publish'):
+        with pytest.raises(ValueError) as e:
+            paths[name](path)
+        msg = str(e.value)
+        assert f'{path} is not a state dict: it holds {held}' in msg, \
+            (name, msg)
+        assert 'Expected a dict of tensors' in msg
+
+
 def test_checkpoints_our_tools_write_still_load(tmp_path):
     """mmengine's objects (message hub, numpy) pass check_checkpoint and the
     runner's loader."""

@@ -16,8 +16,8 @@ import zipfile
 
 import torch
 
-from mmcpvt.utils.checkpoint import atomic_write, safe_load
-from mmcpvt.utils.convert import CONVERTERS, unwrap
+from mmcpvt.utils.checkpoint import atomic_write, safe_load, state_dict_of
+from mmcpvt.utils.convert import CONVERTERS
 
 ALLOWED = ('torch checkpoints written by torch.save (.pth, .pt, .bin) and '
            '.safetensors files')
@@ -64,38 +64,6 @@ def load_checkpoint(path: str) -> dict:
         raise ValueError(f'{path} is not a checkpoint: found {found}. '
                          f'Allowed: {ALLOWED}.')
     return safe_load(path, map_location='cpu')
-
-
-def _held(obj) -> str:
-    """What ``obj`` is, for an error message: 'a list of 2 items', ..."""
-    if isinstance(obj, torch.Tensor):
-        return f'a tensor of shape {tuple(obj.shape)}'
-    if isinstance(obj, dict):
-        odd = [f'{k!r} ({type(v).__name__})' for k, v in obj.items()
-               if not isinstance(v, torch.Tensor)]
-        return (f'a dict with entries that are not tensors: '
-                f'{", ".join(odd[:3])}{" ..." if len(odd) > 3 else ""}'
-                if obj else 'an empty dict')
-    size = f' of {len(obj)} items' if isinstance(obj, (list, tuple)) else ''
-    return f'a {type(obj).__name__}{size}'
-
-
-def state_dict_of(checkpoint, path: str) -> dict:
-    """The state dict in ``checkpoint`` (read from ``path``; see
-    ``unwrap``), or a ValueError naming the file, what it holds and what is
-    expected."""
-    state = unwrap(checkpoint)
-    if isinstance(state, dict) and state and all(
-            isinstance(v, torch.Tensor) for v in state.values()):
-        return state
-    held = _held(state)
-    if state is not checkpoint:  # found under a key
-        key = next(k for k, v in checkpoint.items() if v is state)
-        held = f'a dict whose {key!r} entry is {held}'
-    raise ValueError(
-        f'{path} is not a state dict: it holds {held}. Expected a dict of '
-        f'tensors (name -> tensor), or a dict whose \'state_dict\' or '
-        f'\'model\' entry is one.')
 
 
 def check_output(option: str, path: str, example: str) -> None:

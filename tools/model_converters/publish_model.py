@@ -31,10 +31,11 @@ except ImportError:  # not installed: run from a clone
     sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(
         osp.abspath(__file__)))))
     import mmcpvt  # noqa: F401
-from mmcpvt.utils.checkpoint import atomic_write, safe_load  # noqa: E402
+from mmcpvt.utils.checkpoint import (atomic_write, safe_load,  # noqa: E402
+                                     state_dict_of)
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from convert_cli import check_output, state_dict_of  # noqa: E402
+from convert_cli import check_output  # noqa: E402
 
 SAVE_KEYS = ('meta', 'state_dict')
 

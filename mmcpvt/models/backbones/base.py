@@ -159,7 +159,7 @@ class BaseBackbone(BaseModule):
                     f'with --cfg-options model.backbone.init_cfg=None'
                 ) from None
             if '://' not in path:  # a bad local file named, before loading
-                check_checkpoint(path)
+                check_checkpoint(path, state_dict=True)
         if not self._is_init:
             # The transformer init first, a checkpoint on top: what the
             # checkpoint lacks (new PEGs) keeps this init, not PyTorch's.

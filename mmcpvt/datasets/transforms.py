@@ -1,17 +1,6 @@
 """Checks of loaded annotations, placed in a pipeline right after mmseg's
-``LoadAnnotations``.
-
-mmseg loads an image and its label map separately and its transforms
-(``RandomResize``, ``RandomCrop``, ``Resize``) resize each on its own: a label
-map of another size than its image trains without a word, its classes no
-longer on the pixels they belong to. :class:`CheckSegMap` stops at the pair
-with an error that names both files and both sizes.
-
-``LoadAnnotations`` also casts the label map to uint8 as it loads it: a
-16-bit PNG's 300 becomes 44, another class. :class:`CheckSegMap` opens a
-label map file again when it is stored with more than 8 bits (its header
-says so; 8-bit maps are not read again) and refuses values outside 0-255.
-"""
+``LoadAnnotations``, which neither checks a label map against its image nor
+says when its cast to uint8 changes a label."""
 from typing import Optional
 
 import numpy as np
@@ -24,35 +13,34 @@ from mmcpvt.registry import register_transform
 WIDE_MODES = ('I', 'I;16', 'I;16B', 'I;16L', 'I;16N', 'F')
 
 
+def refuse(file: str, what: str, allowed: str) -> ValueError:
+    """The error for a data file that cannot be used: the file, what is
+    wrong in it (with the values found), what is allowed and where to change
+    it. Shared by the checks of this package."""
+    return ValueError(f'{file}: {what}. {allowed}')
+
+
 @register_transform
 class CheckSegMap(BaseTransform):
     """Check a semantic segmentation label map against its image.
 
     Put it right after ``LoadAnnotations`` in every pipeline that loads
-    label maps (``dict(type='mmcpvt.CheckSegMap')``); our ADE20K configs do
-    (``configs/_base_/datasets/ade20k.py``). It changes nothing and raises a
-    ValueError naming both files when
+    label maps (``dict(type='mmcpvt.CheckSegMap')``), as our ADE20K configs
+    do. It changes nothing and raises a ValueError naming the files
+    (``seg_map_path``, ``img_path``) when the label map (``gt_seg_map``)
 
-    - the label map is not single-channel ((H, W) class indices: a colour
-      rendering or an RGB-saved map is (H, W, 3));
-    - its height and width differ from those of its image as loaded
-      (``ori_shape``: ``LoadAnnotations`` may come after ``Resize``, as in
-      mmseg's test pipelines);
-    - its file (a local one that PIL reads) is stored with more than 8
-      bits and holds a value outside 0-255, which ``LoadAnnotations``'
-      cast to uint8 has wrapped into another label (300 becomes 44);
-    - with ``num_classes`` set, it holds a value outside ``[0,
-      num_classes)`` other than ``ignore_index``, after ``reduce_zero_label``
-      and the data set's label map (a value the loss cannot take).
+    - is not single-channel ((H, W) class indices);
+    - differs in height and width from its image as loaded (``ori_shape``,
+      if given: ``LoadAnnotations`` may come after ``Resize``);
+    - is stored with more than 8 bits and holds a value outside 0-255,
+      which the cast to uint8 has wrapped into another label (a local file
+      that PIL reads; 8-bit files are not read again);
+    - with ``num_classes`` set, holds a value outside ``[0, num_classes)``
+      other than ``ignore_index``, after ``reduce_zero_label`` and the data
+      set's label map.
 
     Results without ``gt_seg_map`` pass unchecked: the inferencers remove
     ``LoadAnnotations`` from the test pipeline.
-
-    Required Keys:
-
-    - gt_seg_map (np.uint8), seg_map_path
-    - ori_shape, img_path (optional: without ``ori_shape`` the size is not
-      checked)
 
     Args:
         num_classes (int, optional): Number of classes of the model
@@ -64,9 +52,6 @@ class CheckSegMap(BaseTransform):
 
     def __init__(self, num_classes: Optional[int] = None,
                  ignore_index: int = 255):
-        if num_classes is not None and num_classes < 1:
-            raise ValueError(f'CheckSegMap: num_classes must be None or >= 1, '
-                             f'got {num_classes}')
         self.num_classes = num_classes
         self.ignore_index = ignore_index
 
@@ -75,16 +60,15 @@ class CheckSegMap(BaseTransform):
         if seg is None:
             return results
         seg_path = results.get('seg_map_path', '<label map>')
-        img_path = results.get('img_path', '<image>')
+        name = f'label map {seg_path}'
         if seg.ndim != 2:
-            raise ValueError(
-                f'label map {seg_path} loads as an array of shape '
-                f'{seg.shape}, not (height, width): a label map is one '
-                f'channel of class indices, as the PNGs of ADE20K. Convert a '
-                f'colour or RGB-saved map to its class indices; for a '
-                f"palette ('P' mode) PNG whose indices are the classes, set "
-                f"LoadAnnotations(imdecode_backend='pillow') in the "
-                f'pipeline.')
+            raise refuse(
+                name, f'loads as an array of shape {seg.shape}, not '
+                '(height, width): a label map is one channel of class '
+                'indices, as the PNGs of ADE20K', 'Convert a colour or '
+                "RGB-saved map to its class indices; for a palette ('P' "
+                'mode) PNG whose indices are the classes, set '
+                "LoadAnnotations(imdecode_backend='pillow') in the pipeline.")
         self._check_stored_values(seg_path)
         ori_shape = results.get('ori_shape')
         if ori_shape is not None and tuple(seg.shape) != tuple(ori_shape[:2]):
@@ -93,12 +77,13 @@ class CheckSegMap(BaseTransform):
                     'an EXIF orientation, which the image loader applies; '
                     'save it upright (PIL.ImageOps.exif_transpose).'
                     if (h, w) == (img_w, img_h) else '')
-            raise ValueError(
-                f'label map {seg_path} is {h}x{w} (height x width) but its '
-                f'image {img_path} is {img_h}x{img_w}: mmseg resizes and '
-                f'crops the two separately, so the labels would not lie on '
-                f'their pixels. Make each label map the size of its image, '
-                f'or leave the pair out of the data set.{hint}')
+            raise refuse(
+                name, f'{h}x{w} (height x width), but its image '
+                f"{results.get('img_path', '<image>')} is {img_h}x{img_w}: "
+                'mmseg resizes and crops the two separately, so the labels '
+                'would not lie on their pixels', 'Make each label map the '
+                f'size of its image, or leave the pair out of the data '
+                f'set.{hint}')
         if self.num_classes is not None:
             bad = (seg >= self.num_classes) & (seg != self.ignore_index)
             if bad.any():
@@ -108,19 +93,18 @@ class CheckSegMap(BaseTransform):
                         'reduce_zero_label=True in the dataset.'
                         if not reduced and values == [self.num_classes]
                         else '')
-                raise ValueError(
-                    f'label map {seg_path} holds the labels {values[:10]} '
-                    f'(after reduce_zero_label={reduced} and the data set\'s '
-                    f'label map), outside [0, {self.num_classes}) and not '
-                    f'the ignore index {self.ignore_index}: the loss cannot '
-                    f'take them. Fix the map, or, if the model has more '
-                    f'classes, set num_classes of CheckSegMap in the '
-                    f'pipeline to its decode_head.num_classes.{hint}')
+                raise refuse(
+                    name, f'holds the labels {values[:10]} (after '
+                    f"reduce_zero_label={reduced} and the data set's label "
+                    f'map), outside [0, {self.num_classes}) and not the '
+                    f'ignore index {self.ignore_index}: the loss cannot take '
+                    'them', 'Fix the map, or, if the model has more classes, '
+                    'set num_classes of CheckSegMap in the pipeline to its '
+                    f'decode_head.num_classes.{hint}')
         return results
 
     def _check_stored_values(self, seg_path: str):
-        """Values of a label map file of more than 8 bits are in 0-255:
-        ``LoadAnnotations`` has cast them to uint8, wrapping the others."""
+        """Values of a label map file of more than 8 bits are in 0-255."""
         try:
             with Image.open(seg_path) as stored:
                 if stored.mode not in WIDE_MODES:
@@ -131,14 +115,14 @@ class CheckSegMap(BaseTransform):
         bad = np.unique(values[(values < 0) | (values > 255)])
         if bad.size:
             value = bad[-1].item()
-            raise ValueError(
-                f'label map {seg_path} holds the value {value}, outside the '
-                f'0 to 255 a label map may hold (a {values.dtype} image, PIL '
-                f'mode {mode!r}; its values outside: {bad[:10].tolist()}). '
-                f"mmseg's LoadAnnotations casts label maps to uint8, so "
-                f'{value} would become {int(value) % 256}, another label. '
-                f'Save the map as an 8-bit single-channel PNG of class ids '
-                f'0 to 255 (255: ignored).')
+            raise refuse(
+                f'label map {seg_path}', f'holds the value {value}, outside '
+                f'the 0 to 255 a label map may hold (a {values.dtype} image, '
+                f'PIL mode {mode!r}; its values outside: {bad[:10].tolist()})'
+                ": mmseg's LoadAnnotations casts label maps to uint8, so "
+                f'{value} would become {int(value) % 256}, another label',
+                'Save the map as an 8-bit single-channel PNG of class ids 0 '
+                'to 255 (255: ignored).')
 
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}(num_classes={self.num_classes}, '

@@ -1,44 +1,75 @@
 """Converters from the official / timm checkpoints to mmcpvt's backbones.
 
-Each converter maps a classification state dict of one family to our keys and
-returns a :class:`ConversionReport` that says what was mapped and what was
-dropped and why. Backbones apply the same converters at load time (a
-state-dict pre-hook), so a config can point ``init_cfg`` straight at an
-official file; ``TOOLS`` names the command-line converter of each family.
-File handling (reading, checking, writing) is the tools' part:
-``tools/model_converters/convert_cli.py``.
-
-Families:
-    twins: official Twins PCPVT / timm ``twins_pcpvt_*`` -> ``PVTPEG``
-    deit: official DeiT / timm ``deit_*`` / ``vit_*`` -> ``CPVT``
-    swin: official Swin / timm ``swin_*`` -> ``SwinPEG``
+Each converter maps a classification state dict of one family (``twins``,
+``deit``, ``swin``: ``BACKBONES``) to our keys (with ``with_head``, those of
+an mmpretrain ImageClassifier: ``backbone.*`` and ``head.fc.*``) and returns
+a :class:`ConversionReport` that says what was mapped and what was dropped
+and why. Backbones apply the same converters at load time (a state-dict
+pre-hook), so a config can point ``init_cfg`` straight at an official file;
+``tools/model_converters`` (``TOOLS``) holds the command-line converters.
 """
 import re
-from collections import Counter, OrderedDict
+import sys
+from collections import Counter, OrderedDict, defaultdict
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, Tuple
 
 import torch
+from mmengine.utils import track_iter_progress
 
 # A key that only each family's checkpoints have.
 SIGNATURES = {
-    'twins': re.compile(r'^pos_block\.\d+\.proj\.0\.weight$'),
-    'deit': re.compile(r'^blocks\.\d+\.attn\.qkv\.weight$'),
-    'swin': re.compile(r'^layers\.\d+\.blocks\.\d+\.attn\.qkv\.weight$'),
-    'mmcpvt': re.compile(r'^(backbone\.)?(layers|stages)\.\d+\.(\d+\.)?ln1'
-                         r'\.weight$'),
+    'twins': r'pos_block\.\d+\.proj\.0\.weight',
+    'deit': r'blocks\.\d+\.attn\.qkv\.weight',
+    'swin': r'layers\.\d+\.blocks\.\d+\.attn\.qkv\.weight',
+    'mmcpvt': r'(backbone\.)?(layers|stages)\.\d+\.(\d+\.)?ln1\.weight',
 }
-# The backbone each family's checkpoints are for.
+# The backbone each family's checkpoints are for, and its converter tool.
 BACKBONES = {'twins': 'PVTPEG', 'deit': 'CPVT', 'swin': 'SwinPEG'}
-TOOLS = {
-    'twins': 'tools/model_converters/twins2mmcpvt.py',
-    'deit': 'tools/model_converters/deit2mmcpvt.py',
-    'swin': 'tools/model_converters/swin2mmcpvt.py',
+TOOLS = {f: f'tools/model_converters/{f}2mmcpvt.py' for f in BACKBONES}
+# Per family: what a complete checkpoint has beyond its signature key, and
+# the key of a relative that shares the signature but not the network.
+COMPLETE = {
+    'twins': {r'patch_embeds\.\d+\.proj\.weight':
+              'the patch embeddings (one per stage)',
+              r'blocks\.\d+\.\d+\.attn\.q\.weight': 'the transformer blocks'},
+    'deit': {r'patch_embed\.proj\.weight': 'the patch embedding'},
+    'swin': {r'patch_embed\.proj\.weight': 'the patch embedding'},
 }
+RELATIVES = {
+    'twins': (r'blocks\.\d+\.\d+\.attn\.qkv\.weight',
+              'a Twins-SVT (ALTGVT) checkpoint: its locally-grouped attention '
+              'has no counterpart in PVTPEG; only Twins-PCPVT converts'),
+    'deit': (r'blocks\.\d+\.ls[12]\.(gamma|weight)',
+             'a ViT with layer scale (DeiT III, CaiT), which CPVT lacks'),
+    'swin': (r'.*\.(logit_scale|cpb_mlp\..*)',
+             "a Swin V2 checkpoint: SwinPEG is Swin (V1), without V2's "
+             'scaled cosine attention'),
+}
+
+# Renaming rules, ``(pattern, repl)``: the first whose pattern matches the
+# whole key gives the new key (``repl``: a ``re`` template or a function of
+# the match); a key that no rule matches has no counterpart in mmcpvt. Each
+# converter puts its family's rules before these, shared by all three.
+HEAD = r'head\.(fc\.)?(weight|bias)'  # timm's Swin: head.fc
+BLOCK = r'((?:norm[12]|attn|mlp\.fc[12])\..*)'  # what a block holds
+COMMON_RULES = [
+    (HEAD, r'head.fc.\2'),
+    (r'(patch_embeds?(?:\.\d+)?)\.proj\.(.*)', r'\1.projection.\2'),
+    (r'(patch_embeds?(?:\.\d+)?\.norm\..*|norm\..*|cls_token)', r'\1'),
+]
+# Inside a transformer block: timm / official names -> ours (Swin's bias
+# table is the block's in SwinPEG, not its attention's).
+BLOCK_NAMES = {'.norm1.': '.ln1.', '.norm2.': '.ln2.',
+               '.mlp.fc1.': '.ffn.layers.0.0.', '.mlp.fc2.': '.ffn.layers.1.',
+               '.attn.relative_position_bias_table':
+               '.relative_position_bias_table'}
 
 
 @dataclass
 class ConversionReport:
+    """What a converter did: ``mapped`` (old key -> new key) and
+    ``dropped`` (old key -> why)."""
     family: str
     mapped: Dict[str, str] = field(default_factory=dict)
     dropped: Dict[str, str] = field(default_factory=dict)
@@ -46,9 +77,9 @@ class ConversionReport:
     def summary(self) -> str:
         lines = [f'{self.family}: mapped {len(self.mapped)} tensors, '
                  f'dropped {len(self.dropped)}']
-        reasons = {}
+        reasons = defaultdict(list)
         for key, why in self.dropped.items():
-            reasons.setdefault(why, []).append(key)
+            reasons[why].append(key)
         for why, keys in reasons.items():
             shown = ', '.join(keys[:4]) + (' ...' if len(keys) > 4 else '')
             lines.append(f'  dropped {len(keys)} ({why}): {shown}')
@@ -58,7 +89,7 @@ class ConversionReport:
 def detect_family(state_dict) -> str:
     """The family whose signature key the state dict has, or 'unknown'."""
     for family, pattern in SIGNATURES.items():
-        if any(pattern.match(k) for k in state_dict):
+        if any(re.fullmatch(pattern, k) for k in state_dict):
             return family
     return 'unknown'
 
@@ -73,182 +104,104 @@ def unwrap(checkpoint) -> dict:
     return checkpoint
 
 
-# What a complete checkpoint of each family has beyond its signature key:
-# (pattern, what it is, an example key). A file without them (a partial
-# save, a checkpoint of a relative) cannot be converted.
-REQUIRED = {
-    'twins': [(r'patch_embeds\.\d+\.proj\.weight',
-               'the patch embeddings (one per stage)',
-               'patch_embeds.0.proj.weight'),
-              (r'blocks\.\d+\.\d+\.attn\.q\.weight',
-               'the transformer blocks', 'blocks.0.0.attn.q.weight')],
-    'deit': [(r'patch_embed\.proj\.weight', 'the patch embedding',
-              'patch_embed.proj.weight')],
-    'swin': [(r'patch_embed\.proj\.weight', 'the patch embedding',
-              'patch_embed.proj.weight')],
-}
-# Keys of a relative that shares the signature but not the network: such a
-# file would convert into nonsense. (pattern, what the file is)
-RELATIVES = {
-    'twins': [(r'blocks\.\d+\.\d+\.attn\.qkv\.weight',
-               'a Twins-SVT (ALTGVT) checkpoint: its locally-grouped '
-               'attention has no counterpart in PVTPEG; only Twins-PCPVT '
-               'converts')],
-    'deit': [(r'blocks\.\d+\.ls[12]\.(gamma|weight)',
-              'a ViT with layer scale (DeiT III, CaiT): CPVT\'s blocks have '
-              'none')],
-    'swin': [(r'.*\.(logit_scale|cpb_mlp\..*)',
-              'a Swin V2 checkpoint: SwinPEG is Swin (V1), without V2\'s '
-              'scaled cosine attention')],
-}
-
-
 def _contents(state_dict) -> str:
     """'blocks (30), pos_block (4)' and a few keys: what a file holds."""
     groups = Counter(k.split('.')[0] for k in state_dict)
-    sample = ', '.join(list(state_dict)[:3])
     return (f'{len(state_dict)} tensors: '
             f'{", ".join(f"{g} ({n})" for g, n in groups.items())} '
-            f'(e.g. {sample}, ...)')
+            f'(e.g. {", ".join(list(state_dict)[:3])}, ...)')
 
 
-def _check_family(state_dict, expected: str):
-    family = detect_family(state_dict)
-    if family == expected:
-        _check_complete(state_dict, expected)
+def _check(state_dict, family: str):
+    """Refuse a state dict of another family, of a relative of ``family``
+    or lacking what the converter needs, naming what the file holds."""
+    found = detect_family(state_dict)
+    relative, what = RELATIVES[family]
+    key = next((k for k in state_dict if re.fullmatch(relative, k)), None)
+    missing = [(pattern, part) for pattern, part in COMPLETE[family].items()
+               if not any(re.fullmatch(pattern, k) for k in state_dict)]
+    if found != family:
+        hint = (f'; use {TOOLS[found]}' if found in TOOLS else
+                '; it is already in mmcpvt format' if found == 'mmcpvt'
+                else '')
+        problem = (f'expected a {family} checkpoint (a key like '
+                   f'{SIGNATURES[family]!r}), but this looks like '
+                   f'{found}{hint}')
+    elif key is not None:
+        problem = f'this {family} checkpoint is {what} (it has {key!r})'
+    elif missing:
+        pattern, part = missing[0]
+        example = re.sub(r'\\d\+', '0', pattern).replace('\\', '')
+        problem = (f'this {family} checkpoint lacks {part}: expected keys '
+                   f'like {example!r}, found none. A partial or damaged '
+                   'file? Convert the complete official / timm release')
+    else:
         return
-    hint = (f'; use {TOOLS[family]}' if family in TOOLS else
-            '; it is already in mmcpvt format' if family == 'mmcpvt' else '')
-    sample = ', '.join(list(state_dict)[:3])
-    raise ValueError(
-        f'expected a {expected} checkpoint (a key like '
-        f'{SIGNATURES[expected].pattern!r}), but this looks like '
-        f'{family} (keys {sample}, ...){hint}')
+    raise ValueError(f'{problem}; the file has {_contents(state_dict)}')
 
 
-def _check_complete(state_dict, family: str):
-    """Refuse a file of ``family`` that lacks what the converter needs, or
-    that is a relative's (see ``REQUIRED``, ``RELATIVES``)."""
-    for pattern, what in RELATIVES[family]:
-        found = next((k for k in state_dict if re.fullmatch(pattern, k)),
-                     None)
-        if found:
-            raise ValueError(
-                f'this {family} checkpoint is {what} (it has {found!r}); the '
-                f'file has {_contents(state_dict)}')
-    for pattern, what, example in REQUIRED[family]:
-        if not any(re.fullmatch(pattern, k) for k in state_dict):
-            raise ValueError(
-                f'this {family} checkpoint lacks {what}: expected keys '
-                f'like {example!r}, found none; the '
-                f'file has {_contents(state_dict)}. A partial or damaged '
-                f'file? Convert the complete official / timm release.')
-
-
-def _apply_rules(state_dict, rules: list, report: ConversionReport,
-                 drop: List[Tuple[str, str]], progress: bool = False):
-    """Rename keys by the first ``(pattern, repl)`` rule that matches the
-    whole key; ``repl`` is a ``re`` template or a function of the match
-    returning the new key (None: no counterpart). With ``progress``, a
-    progress bar over the tensors."""
-    out = OrderedDict()
-    items = list(state_dict.items())
-    # progress: asked for by the converter tools only; stays: it is this loop
-    if progress:
-        import sys
-
-        from mmengine.utils import track_iter_progress
-        items = track_iter_progress(items, file=sys.stdout)
-    for key, value in items:
-        why = next((w for p, w in drop if re.fullmatch(p, key)), None)
-        if why is not None:
-            report.dropped[key] = why
-            continue
-        new = None
-        for pattern, repl in rules:
-            m = re.fullmatch(pattern, key)
-            if m:
-                new = repl(m) if callable(repl) else m.expand(repl)
-                break
-        if new is None:
-            report.dropped[key] = 'no counterpart in mmcpvt'
-            continue
-        out[new] = value
-        report.mapped[key] = new
-    return out
-
-
-# Inside a transformer block: timm / official names -> ours.
-BLOCK_SUFFIXES = [('norm1.', 'ln1.'), ('norm2.', 'ln2.'),
-                  ('mlp.fc1.', 'ffn.layers.0.0.'),
-                  ('mlp.fc2.', 'ffn.layers.1.'), ('attn.', 'attn.')]
-
-
-def _block_key(prefix: str, suffix: str):
-    for old, new in BLOCK_SUFFIXES:
-        if suffix.startswith(old):
-            return prefix + new + suffix[len(old):]
+def _rename(key: str, rules: list):
+    """The new name of ``key`` by ``rules`` and ``COMMON_RULES``, or None."""
+    for pattern, repl in rules + COMMON_RULES:
+        m = re.fullmatch(pattern, key)
+        if m:
+            new = repl(m) if callable(repl) else m.expand(repl)
+            for old, ours in BLOCK_NAMES.items():
+                new = new.replace(old, ours)
+            return new
     return None
 
 
-# The classifier of each family (timm's Swin: ``head.fc``) -> mmpretrain's.
-HEAD_KEYS = {
-    'head.weight': 'head.fc.weight', 'head.bias': 'head.fc.bias',
-    'head.fc.weight': 'head.fc.weight', 'head.fc.bias': 'head.fc.bias'
-}
-
-
-def _start(state_dict, family: str, with_head: bool):
-    """Check that ``state_dict`` is a complete checkpoint of ``family`` and
-    move its classifier to mmpretrain's ``head.fc`` (or drop it). Returns
-    ``(the rest, the head, a new report)``."""
-    _check_family(state_dict, family)
+def _convert(state_dict, family: str, rules: list, drop: list,
+             with_head: bool, progress: bool):
+    """Check ``state_dict`` (:func:`_check`) and rename its keys
+    (:func:`_rename`), leaving out those that match a ``(pattern, why)`` of
+    ``drop``; with ``progress``, a progress bar over the tensors. Returns
+    ``(the converted state dict, a report)``."""
+    _check(state_dict, family)
     report = ConversionReport(family)
-    head = OrderedDict()
-    for key, new in HEAD_KEYS.items():
-        if key in state_dict:
-            if with_head:
-                head[new] = state_dict[key]
-                report.mapped[key] = new
-            else:
-                report.dropped[key] = 'classifier head (backbone only)'
-    rest = OrderedDict(
-        (k, v) for k, v in state_dict.items() if k not in HEAD_KEYS)
-    return rest, head, report
+    if not with_head:
+        drop = drop + [(HEAD, 'classifier head (backbone only)')]
+    items = list(state_dict.items())
+    if progress:  # asked for by the converter tools; here: it is this loop
+        items = track_iter_progress(items, file=sys.stdout)
+    out = OrderedDict()
+    for key, value in items:
+        why = next((w for p, w in drop if re.fullmatch(p, key)), None)
+        new = None if why else _rename(key, rules)
+        if new is None:
+            report.dropped[key] = why or 'no counterpart in mmcpvt'
+            continue
+        out[new] = value
+        report.mapped[key] = new
+    if with_head:  # the keys of an mmpretrain ImageClassifier
+        out = OrderedDict((k if k.startswith('head.') else f'backbone.{k}',
+                           v) for k, v in out.items())
+    return out, report
 
 
 def convert_twins(state_dict, with_head: bool = True, progress: bool = False
                   ) -> Tuple[OrderedDict, ConversionReport]:
-    """Official Twins PCPVT / timm ``twins_pcpvt_*`` -> PVTPEG keys.
-
-    With ``with_head``, the classifier goes to ``head.fc.*`` and backbone
-    keys get the ``backbone.`` prefix (an mmpretrain ImageClassifier);
-    otherwise the bare backbone keys are returned.
-    """
-    state_dict, head, report = _start(state_dict, 'twins', with_head)
-    num_stages = 1 + max(
-        int(k.split('.')[1]) for k in state_dict
-        if k.startswith('patch_embeds.'))
+    """Official Twins PCPVT / timm ``twins_pcpvt_*`` -> PVTPEG keys."""
+    num_stages = len({k.split('.')[1] for k in state_dict
+                      if k.startswith('patch_embeds.')})
     rules = [
-        (r'patch_embeds\.(\d+)\.proj\.(.*)', r'patch_embeds.\1.projection.\2'),
-        (r'patch_embeds\.(\d+)\.norm\.(.*)', r'patch_embeds.\1.norm.\2'),
         (r'pos_block\.(\d+)\.(.*)', r'pegs.\1.0.\2'),
         (r'norm\.(.*)', rf'norms.{num_stages - 1}.\1'),
-        (r'blocks\.(\d+)\.(\d+)\.(.*)',
-         lambda m: _block_key(f'stages.{m[1]}.{m[2]}.', m[3])),
+        (r'blocks\.(\d+)\.(\d+)\.' + BLOCK, r'stages.\1.\2.\3'),
     ]
-    out = _apply_rules(state_dict, rules, report, drop=[], progress=progress)
+    out, report = _convert(state_dict, 'twins', rules, [], with_head,
+                           progress)
     # Stages without spatial reduction: our attention fuses q and kv.
-    for q_key in [k for k in out if re.match(r'.*\.attn\.q\.weight$', k)]:
-        stem = q_key[:-len('q.weight')]
+    for key in [k for k in out if k.endswith('.attn.q.weight')]:
+        stem = key[:-len('q.weight')]
         if stem + 'sr.weight' in out:
             continue
         for kind in ('weight', 'bias'):
-            if stem + f'q.{kind}' in out:
-                out[stem + f'qkv.{kind}'] = torch.cat(
-                    (out.pop(stem + f'q.{kind}'),
-                     out.pop(stem + f'kv.{kind}')))
-    return _finish(out, head, with_head), report
+            if f'{stem}q.{kind}' in out:
+                out[f'{stem}qkv.{kind}'] = torch.cat(
+                    (out.pop(f'{stem}q.{kind}'), out.pop(f'{stem}kv.{kind}')))
+    return out, report
 
 
 def convert_deit(state_dict, with_head: bool = True,
@@ -259,27 +212,18 @@ def convert_deit(state_dict, with_head: bool = True,
 
     Distilled DeiT's distillation token and head are dropped.
     """
-    state_dict, head, report = _start(state_dict, 'deit', with_head)
-    rules = [
-        (r'cls_token', 'cls_token'),
-        (r'pos_embed', 'pos_embed.pos_embed'),
-        (r'patch_embed\.proj\.(.*)', r'patch_embed.projection.\1'),
-        (r'norm\.(.*)', r'norm.\1'),
-        (r'blocks\.(\d+)\.(.*)',
-         lambda m: _block_key(f'layers.{m[1]}.', m[2])),
-    ]
+    rules = [(r'pos_embed', 'pos_embed.pos_embed'),
+             (r'blocks\.(\d+)\.' + BLOCK, r'layers.\1.\2')]
     drop = [(r'dist_token|head_dist\..*', 'distillation token / head'),
             (r'fc_norm\..*', 'GAP norm of ViT variants')]
     if drop_pos_embed:
         drop.append((r'pos_embed', 'learned position table removed '
                      '(--drop-pos-embed): CPVT uses PEGs'))
-    out = _apply_rules(state_dict, rules, report, drop, progress)
-    if 'pos_embed.pos_embed' in out and out['pos_embed.pos_embed'].shape[
-            1] % 2 == 0 and 'dist_token' in report.dropped:
+    if 'dist_token' in state_dict and 'pos_embed' in state_dict:
         # distilled DeiT: (1, 2 + N, C) -> drop the distillation slot
-        pe = out['pos_embed.pos_embed']
-        out['pos_embed.pos_embed'] = torch.cat((pe[:, :1], pe[:, 2:]), 1)
-    return _finish(out, head, with_head), report
+        state_dict, pe = dict(state_dict), state_dict['pos_embed']
+        state_dict['pos_embed'] = torch.cat((pe[:, :1], pe[:, 2:]), 1)
+    return _convert(state_dict, 'deit', rules, drop, with_head, progress)
 
 
 def convert_swin(state_dict, with_head: bool = True, progress: bool = False
@@ -290,43 +234,15 @@ def convert_swin(state_dict, with_head: bool = True, progress: bool = False
     official code at the end of stage i < last; both map to
     ``downsamples.i``. The new PEG weights are not in the checkpoint.
     """
-    state_dict, head, report = _start(state_dict, 'swin', with_head)
-    official = 'layers.0.downsample.reduction.weight' in state_dict
-    shift = 0 if official else -1
-
-    def downsample(m):
-        return f'downsamples.{int(m.group(1)) + shift}.{m.group(2)}'
-
+    shift = 0 if 'layers.0.downsample.reduction.weight' in state_dict else -1
     rules = [
-        (r'patch_embed\.proj\.(.*)', r'patch_embed.projection.\1'),
-        (r'patch_embed\.norm\.(.*)', r'patch_embed.norm.\1'),
-        (r'layers\.(\d+)\.blocks\.(\d+)\.attn\.relative_position_bias_table',
-         r'stages.\1.\2.relative_position_bias_table'),
-        (r'norm\.(.*)', r'norm.\1'),
-        (r'layers\.(\d+)\.blocks\.(\d+)\.(.*)',
-         lambda m: _block_key(f'stages.{m[1]}.{m[2]}.', m[3])),
+        (r'layers\.(\d+)\.downsample\.(.*)',
+         lambda m: f'downsamples.{int(m[1]) + shift}.{m[2]}'),
+        (r'layers\.(\d+)\.blocks\.(\d+)\.' + BLOCK, r'stages.\1.\2.\3'),
     ]
     drop = [(r'.*relative_position_index|.*attn_mask',
              'buffer, recomputed by SwinPEG')]
-    merged = OrderedDict()
-    for key in list(state_dict):
-        m = re.match(r'layers\.(\d+)\.downsample\.(.*)', key)
-        if m:
-            merged[downsample(m)] = state_dict[key]
-            report.mapped[key] = downsample(m)
-    rest = OrderedDict((k, v) for k, v in state_dict.items()
-                       if k not in report.mapped)
-    out = _apply_rules(rest, rules, report, drop, progress)
-    out.update(merged)
-    return _finish(out, head, with_head), report
-
-
-def _finish(backbone: OrderedDict, head: OrderedDict, with_head: bool):
-    if not with_head:
-        return backbone
-    out = OrderedDict((f'backbone.{k}', v) for k, v in backbone.items())
-    out.update(head)
-    return out
+    return _convert(state_dict, 'swin', rules, drop, with_head, progress)
 
 
 CONVERTERS: Dict[str, Callable] = {
@@ -334,4 +250,3 @@ CONVERTERS: Dict[str, Callable] = {
     'deit': convert_deit,
     'swin': convert_swin,
 }
-

@@ -138,8 +138,8 @@ def test_seg_map_of_another_size_is_an_error(dense_configs, ade_root,
     with pytest.raises(ValueError) as e:
         ds[1]
     msg = str(e.value)
-    assert f'label map {info["seg_map_path"]} is {h}x{w + 5}' in msg
-    assert f'its image {info["img_path"]} is {h}x{w}' in msg
+    assert f'label map {info["seg_map_path"]}: {h}x{w + 5}' in msg
+    assert f'but its image {info["img_path"]} is {h}x{w}' in msg
     assert f'annotations/{split}/' in msg and f'images/{split}/' in msg
 
 
@@ -162,7 +162,7 @@ def test_seg_map_of_16_bits_with_values_over_255_is_an_error(
     with pytest.raises(ValueError) as e:
         ds[0]
     assert str(e.value).startswith(
-        f'label map {path} holds the value 300, outside the 0 to 255 a '
+        f'label map {path}: holds the value 300, outside the 0 to 255 a '
         f'label map may hold (a uint16 image, PIL mode ')
     assert 'its values outside: [256, 300]' in str(e.value)
     assert 'so 300 would become 44, another label' in str(e.value)
@@ -178,7 +178,7 @@ def test_seg_map_values_outside_the_classes_are_an_error():
     assert check(dict(results)) is not None  # in range
     bad = seg.copy()
     bad[0, :2] = 9, 4
-    with pytest.raises(ValueError, match=r'a\.png holds the labels \[4, 9\]'
+    with pytest.raises(ValueError, match=r'a\.png: holds the labels \[4, 9\]'
                        r'.*outside \[0, 4\).*decode_head\.num_classes'):
         check(dict(results, gt_seg_map=bad))
     with pytest.raises(ValueError, match='set reduce_zero_label=True'):
@@ -191,7 +191,7 @@ def test_seg_map_values_outside_the_classes_are_an_error():
 def test_seg_map_with_colour_channels_is_an_error():
     """A colour (RGB-saved) label map loads as (H, W, 3)."""
     seg = np.zeros((4, 5, 3), np.uint8)
-    with pytest.raises(ValueError, match=r'label map m\.png loads as an '
+    with pytest.raises(ValueError, match=r'label map m\.png: loads as an '
                        r'array of shape \(4, 5, 3\), not \(height, width\)'):
         CheckSegMap()(dict(gt_seg_map=seg, seg_map_path='m.png',
                            ori_shape=(4, 5)))
@@ -308,7 +308,7 @@ def test_coco_without_annotations_is_an_error(coco_root, tmp_path,
     with pytest.raises(ValueError) as e:
         build_coco(ann_file)
     assert str(e.value).startswith(
-        f"{ann_file} holds 6 images and no annotations ('annotations' is "
+        f"{ann_file}: holds 6 images and no annotations ('annotations' is "
         f"empty): a training set needs boxes.")
     assert 'bbox=[x, y, w, h]' in str(e.value)
     assert len(build_coco(ann_file, test_mode=True)) == 6
@@ -365,8 +365,8 @@ def _short_bbox(data):
 @pytest.mark.parametrize('change, classes, expected', [
     (_del('images'), None,
      r"has no 'images' list \(its 'images' has none; its keys: \["
-     r"'annotations', 'categories'.*: a COCO detection file is a dict "
-     r'with images='),
+     r"'annotations', 'categories'.*\)\. A COCO detection file is a "
+     r'dict with images='),
     (_del('categories'), None, r"has no 'categories' list"),
     (_del_area, None,
      r": 1 of the \d+ annotations lack keys that mmdet reads \(annotations "
@@ -374,8 +374,8 @@ def _short_bbox(data):
     (_short_bbox, None, r': 1 annotations have a bbox that is not 4 numbers '
      r'\[x, y, w, h\] \(annotations #1; the first, id \d+: bbox=\[1, 2, 3\]'),
     (None, ('person', 'bike'),
-     r"metainfo classes bike are not categories of .*instances_train2017"
-     r"\.json \(its 3 categories: person, bicycle, car\)"),
+     r"instances_train2017\.json: metainfo classes bike are not categories "
+     r"of the file \(its 3 categories: person, bicycle, car\)"),
     (None, ('car', 'person'),
      r"metainfo classes \('car', 'person'\) are not in the order of the "
      r"categories of .*: mmdet numbers them in the file's order, "
@@ -431,7 +431,7 @@ def test_coco_with_no_image_left_after_filtering_is_an_error(
     counts, not "need at least one array to concatenate"."""
     ann_file = osp.join(coco_root, 'annotations', 'instances_train2017.json')
     with pytest.raises(ValueError, match=(
-            r'no image of .*instances_train2017\.json is left for training '
+            r'instances_train2017\.json: no image is left for training '
             r"after filter_cfg=\{'filter_empty_gt': True, 'min_size': 1000\}:"
             r' of its 6 images, 6 have annotations of the classes .* and 0 '
             r'are at least min_size=1000 px')):

@@ -123,10 +123,11 @@ def polygon_mask(poly: np.ndarray, height: int, width: int) -> np.ndarray:
 
 
 def outline(rng: np.random.Generator, label: int, radius: float, cx: float,
-            cy: float, max_rotation: float = 20.) -> np.ndarray:
+            cy: float) -> np.ndarray:
     """The (V, 2) polygon of class ``label``'s shape of ``radius`` centred
-    at ``(cx, cy)``, rotated by up to ``max_rotation`` degrees either way."""
-    theta = np.deg2rad(rng.uniform(-max_rotation, max_rotation))
+    at ``(cx, cy)``, rotated by up to 20 degrees either way (a square stays
+    distinct from a diamond)."""
+    theta = np.deg2rad(rng.uniform(-20, 20))
     rot = np.array([[np.cos(theta), -np.sin(theta)],
                     [np.sin(theta), np.cos(theta)]])
     return UNIT_POLYGONS[class_style(label)[0]] @ rot.T * radius + (cx, cy)
@@ -163,8 +164,7 @@ def render_scene(rng: np.random.Generator,
                  width: int,
                  num_classes: int,
                  num_objects: Tuple[int, int] = (1, 5),
-                 scale_range: Tuple[float, float] = (0.08, 0.4),
-                 max_rotation: float = 20.) -> Scene:
+                 scale_range: Tuple[float, float] = (0.08, 0.4)) -> Scene:
     """Render one scene.
 
     Args:
@@ -178,9 +178,6 @@ def render_scene(rng: np.random.Generator,
         scale_range (tuple[float, float]): Range of an object's extent
             (diameter of its enclosing circle) as a fraction of the shorter
             image side, sampled log-uniformly. Defaults to (0.08, 0.4).
-        max_rotation (float): Objects are rotated by up to this many degrees
-            either way (small, so a square stays distinct from a diamond).
-            Defaults to 20.
     """
     if height < 16 or width < 16:
         raise ValueError(f'image size must be at least 16x16, got '
@@ -203,7 +200,7 @@ def render_scene(rng: np.random.Generator,
         if spot is None:
             continue
         cx, cy, box = spot
-        poly = outline(rng, label, radius, cx, cy, max_rotation)
+        poly = outline(rng, label, radius, cx, cy)
         masks.append(polygon_mask(poly, height, width))
         taken.append(box)
         labels.append(label)

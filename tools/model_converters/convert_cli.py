@@ -14,10 +14,17 @@ import io
 import os.path as osp
 import zipfile
 
+import sys
+
 import torch
 
-from mmcpvt.utils.checkpoint import atomic_write, safe_load, state_dict_of
-from mmcpvt.utils.convert import CONVERTERS
+sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+import common  # noqa: E402
+
+common.setup()
+from mmcpvt.utils.checkpoint import (atomic_write, safe_load,  # noqa: E402
+                                     state_dict_of)
+from mmcpvt.utils.convert import CONVERTERS  # noqa: E402
 
 ALLOWED = ('torch checkpoints written by torch.save (.pth, .pt, .bin) and '
            '.safetensors files')

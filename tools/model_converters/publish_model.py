@@ -25,12 +25,10 @@ import sys
 
 import torch
 
-try:
-    import mmcpvt  # noqa: F401  (allow-list, atomic writes)
-except ImportError:  # not installed: run from a clone
-    sys.path.insert(0, osp.dirname(osp.dirname(osp.dirname(
-        osp.abspath(__file__)))))
-    import mmcpvt  # noqa: F401
+sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+import common  # noqa: E402
+
+common.setup()
 from mmcpvt.utils.checkpoint import (atomic_write, safe_load,  # noqa: E402
                                      state_dict_of)
 

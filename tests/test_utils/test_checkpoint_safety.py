@@ -324,6 +324,19 @@ def test_empty_or_truncated_checkpoint_is_named(runner, tmp_path, kind):
                'checkpoint' in msg, (name, msg)
 
 
+def test_random_bytes_are_no_checkpoint(runner, tmp_path):
+    """Not "objects that could run code": bytes that are neither a zip
+    archive nor a pickle are named as no checkpoint."""
+    path = tmp_path / 'model.pth'
+    path.write_bytes(bytes(range(7, 256)) * 4)
+    for name, load in _load_paths(runner, tmp_path).items():
+        with pytest.raises(ValueError) as e:
+            load(path)
+        msg = str(e.value)
+        assert 'not a checkpoint' in msg and str(path) in msg, (name, msg)
+        assert 'could run code' not in msg, (name, msg)
+
+
 @pytest.mark.parametrize('obj,held', [
     ([1, 2], 'a list of 2 items'),
     (torch.ones(3), 'a tensor of shape (3,)'),

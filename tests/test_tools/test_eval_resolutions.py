@@ -218,8 +218,8 @@ def test_rewrite_errors():
                        r'the test size \(ResizeEdge, CenterCrop, Resize\); '
                        'its transforms are: LoadImageFromFile, PackInputs'):
         evaluation.resized_pipeline(pipeline, 96, 'classification')
-    with pytest.raises(ValueError, match="'short-side' is not one of "
-                       'classification: resize-crop, resize'):
+    with pytest.raises(ValueError, match='--protocol short-side is not one '
+                       'of classification: resize-crop, resize'):
         pipeline_at(CLS_CONFIG, 96, 'short-side')
     with pytest.raises(ValueError, match='must be positive, got 0'):
         pipeline_at(CLS_CONFIG, 0)

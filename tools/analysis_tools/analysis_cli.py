@@ -1,7 +1,7 @@
-"""Command-line arguments and inputs shared by the analysis tools
+"""What the instrument command lines share
 (tools/analysis_tools/position_probe.py, translation_equivariance.py and
-tools/visualization/vis_attention.py): the model, its checkpoint, the
-images and the blocks; and the checks of the paths they write.
+tools/visualization/vis_attention.py): their arguments, the model, the
+images and the blocks, and the checks of the paths they write.
 
 The tools import it after putting this directory on ``sys.path``; the
 method they run is in :mod:`mmcpvt.analysis`.
@@ -12,20 +12,38 @@ import json
 import os
 import os.path as osp
 import sys
-from typing import Callable, Optional, Sequence, Tuple
+from typing import Callable, List, Optional
 
 import torch
 import torch.nn as nn
 
-from common import CfgOptionsAction, check_cfg_options  # tools/common.py
+from common import (CfgOptionsAction, check_cfg_options,  # tools/common.py
+                    require)
 from mmengine.config import Config
 
 from mmcpvt.analysis import (build_model, get_backbone, list_blocks,
-                             require_file, resolve_block)
+                             resolve_block)
 
 
-def add_model_args(parser: argparse.ArgumentParser,
-                   checkpoint_required: bool = False):
+def int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an int >= ``low``."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f'must be >= {low}, got {value}')
+        return value
+
+    parse.__name__ = 'int'  # argparse's "invalid int value"
+    return parse
+
+
+def make_parser(doc: str, checkpoint_required: bool = False):
+    """A parser described by the tool's docstring (its first paragraph;
+    the rest, the examples, as the epilog), with the model's arguments."""
+    parser = argparse.ArgumentParser(
+        description=doc.split('\n\n')[0], epilog=doc.split('\n\n', 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('config', help='config file (classifier, detector '
                         'or segmentor); its backbone is analysed')
     if checkpoint_required:
@@ -42,58 +60,37 @@ def add_model_args(parser: argparse.ArgumentParser,
     parser.add_argument(
         '--device', default='cuda' if torch.cuda.is_available() else 'cpu',
         help='cpu or cuda (default: cuda if available)')
+    return parser
 
 
-def add_block_args(parser: argparse.ArgumentParser, what: str):
-    """``--block`` (which blocks) and ``--border`` (border width)."""
-    parser.add_argument(
-        '--block', nargs='+', metavar='N',
+def add_instrument_args(parser, what: str, num_images: int):
+    """The blocks, the border, the images and ``--out`` of the position
+    probe and the equivariance tool."""
+    add = parser.add_argument
+    add('--block', nargs='+', metavar='N',
         help=f'blocks to {what}: global index (-1 or "input": before the '
         'first block) or STAGE.BLOCK; default: all')
-    parser.add_argument('--border', type=_border, default=1,
-                        help='border width in tokens (default 1)')
-
-
-def _border(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f'must be >= 0, got {value}')
-    return value
-
-
-def add_image_args(parser: argparse.ArgumentParser, num_images: int):
-    parser.add_argument(
-        '--num-images', type=int, default=num_images,
+    add('--border', type=int_at_least(0), default=1,
+        help='border width in tokens (default 1)')
+    add('--num-images', type=int_at_least(1), default=num_images,
         help=f'images to use (default {num_images})')
-    parser.add_argument(
-        '--random-images', action='store_true',
-        help='seeded uniform-noise images instead of the config\'s test '
+    add('--random-images', action='store_true',
+        help='uniform-noise images (seed 0) instead of the config\'s test '
         'data (for configs whose data is not present)')
-    parser.add_argument(
-        '--img-size', type=int, nargs='+', metavar='SIZE',
-        help='H [W] of --random-images (default: the backbone\'s img_size, '
-        'else 224)')
-    parser.add_argument(
-        '--seed', type=int, default=0,
-        help='seed of --random-images and of the random weights without a '
-        'checkpoint (default 0)')
-    parser.add_argument('--batch-size', type=int, default=16,
-                        help='images per forward pass (default 16)')
+    add('--img-size', type=int_at_least(1), metavar='SIZE',
+        help='side of the --random-images (default: the backbone\'s '
+        'img_size, else 224)')
+    add('--out', help='write the results as JSON here')
 
 
 def check_out_file(parser, option: str, path, example: str):
     """Refuse, before any work, an output file that is a directory or whose
     directory is a file."""
-    if path is None:
-        return
-    if osp.isdir(path):
+    if path is not None and osp.isdir(path):
         parser.error(f'{option} {path} is a directory; give a file name, '
                      f'e.g. {osp.join(path, example)}')
-    parent = osp.dirname(path)
-    while parent and not osp.exists(parent):
-        parent = osp.dirname(parent)
-    if parent and not osp.isdir(parent):
-        parser.error(f'{option} {path}: {parent} is a file, not a directory')
+    if path is not None:
+        check_out_dir(parser, f'{option} {path}', osp.dirname(path))
 
 
 def check_out_dir(parser, option: str, path):
@@ -105,35 +102,24 @@ def check_out_dir(parser, option: str, path):
         parser.error(f'{option}: {path} is a file, not a directory')
 
 
-def check_files(parser, args):
-    """Missing files are reported before anything is built."""
-    try:
-        require_file(args.config, 'config')
-        if getattr(args, 'checkpoint', None) is not None:
-            require_file(args.checkpoint)
-    except FileNotFoundError as e:
-        parser.error(str(e))
-
-
 def load(parser, args):
-    """``(model, backbone, cfg)`` from the arguments; prints what the
-    checkpoint gave on stderr."""
-    check_files(parser, args)
+    """``(model, backbone, cfg)`` from the arguments (missing files refused
+    before anything is built); prints what the checkpoint gave on
+    stderr."""
+    require(parser, args.config, 'config')
+    if args.checkpoint is not None:
+        require(parser, args.checkpoint, 'checkpoint')
     try:
         cfg = Config.fromfile(args.config)
         if args.cfg_options:  # misspelt keys are refused
             check_cfg_options(cfg, args.cfg_options, args.config)
         model, cfg, report = build_model(cfg, args.checkpoint,
-                                         args.cfg_options, args.device,
-                                         getattr(args, 'seed', 0))
+                                         args.cfg_options, args.device)
+        backbone = get_backbone(model)
+        list_blocks(backbone)
     except (ValueError, RuntimeError, FileNotFoundError, TypeError) as e:
         parser.error(str(e))
     print(describe_load(report, args.checkpoint), file=sys.stderr)
-    backbone = get_backbone(model)
-    try:
-        list_blocks(backbone)
-    except TypeError as e:
-        parser.error(str(e))
     return model, backbone, cfg
 
 
@@ -157,37 +143,6 @@ def describe_load(report: Optional[dict], checkpoint: Optional[str]) -> str:
     return text
 
 
-def images(parser, args, model, cfg) -> torch.Tensor:
-    """The images: the config's test data or ``--random-images``."""
-    if args.num_images < 1:
-        parser.error(f'--num-images must be >= 1, got {args.num_images}')
-    if args.random_images:
-        size = args.img_size or default_img_size(cfg)
-        if len(size) not in (1, 2) or min(size) < 1:
-            parser.error(f'--img-size takes H [W], got {args.img_size}')
-        size = (size[0], size[-1])
-        print(f'{args.num_images} random {size[0]}x{size[1]} images '
-              f'(seed {args.seed})', file=sys.stderr)
-        return random_images(model, args.num_images, size, args.seed)
-    if args.img_size:
-        parser.error('--img-size is for --random-images; the test data '
-                     'come at the size of the config\'s pipeline')
-    print(f'reading {args.num_images} images of the test data...',
-          file=sys.stderr)
-    try:
-        return dataset_images(cfg, model, args.num_images)
-    except (RuntimeError, ValueError) as e:
-        parser.error(str(e))
-
-
-def size_option(args, images: torch.Tensor) -> str:
-    """How the user set the size of ``images``, for error messages."""
-    H, W = images.shape[-2:]
-    if args.random_images:
-        return f'--img-size {H} {W}' if H != W else f'--img-size {H}'
-    return f'the {H}x{W} images of the config\'s test pipeline'
-
-
 def blocks(parser, backbone, specs):
     """Global block indices of ``--block`` values (int, 'input' or
     STAGE.BLOCK); None for None."""
@@ -199,37 +154,71 @@ def blocks(parser, backbone, specs):
         parser.error(str(e))
 
 
-def write_json(path: str, data) -> None:
-    if osp.dirname(path):
-        os.makedirs(osp.dirname(path), exist_ok=True)
-    with open(path, 'w') as f:
-        json.dump(data, f, indent=2)
-    print(f'wrote {path}', file=sys.stderr)
-
-
 def backbone_blocks_images(parser, args):
-    """The backbone, the blocks asked for (None: all) and the images of a
-    probe or equivariance run."""
+    """The backbone, the blocks asked for (None: all) and the images
+    (``--random-images`` or the config's test data) of a probe or
+    equivariance run."""
     model, backbone, cfg = load(parser, args)
     wanted = blocks(parser, backbone, args.block)
-    return backbone, wanted, images(parser, args, model, cfg)
+    if args.random_images:
+        size = args.img_size or cfg.model.get('backbone', {}).get(
+            'img_size', 224)
+        H, W = (size, size) if isinstance(size, int) else size
+        print(f'{args.num_images} random {H}x{W} images', file=sys.stderr)
+        return backbone, wanted, random_images(model, args.num_images,
+                                               (H, W))
+    if args.img_size:
+        parser.error('--img-size is for --random-images; the test data '
+                     'come at the size of the config\'s pipeline')
+    print(f'reading {args.num_images} images of the test data...',
+          file=sys.stderr)
+    try:
+        return backbone, wanted, dataset_images(cfg, model, args.num_images)
+    except (RuntimeError, ValueError) as e:
+        parser.error(str(e))
+
+
+def size_option(args, images: torch.Tensor) -> str:
+    """How the user set the size of ``images``, for error messages."""
+    H, W = images.shape[-2:]
+    if args.random_images:
+        return f'--img-size {H}' if H == W else f'{H}x{W} --random-images'
+    return f'the {H}x{W} images of the config\'s test pipeline'
+
+
+def write_results(args, images: torch.Tensor, **results) -> None:
+    """``--out``, where given: the run's settings and ``results`` as
+    JSON."""
+    if not args.out:
+        return
+    if osp.dirname(args.out):
+        os.makedirs(osp.dirname(args.out), exist_ok=True)
+    with open(args.out, 'w') as f:
+        json.dump(dict(config=args.config, checkpoint=args.checkpoint,
+                       num_images=len(images),
+                       random_images=args.random_images, border=args.border,
+                       **results), f, indent=2)
+    print(f'wrote {args.out}', file=sys.stderr)
+
+
+def text_table(heads: List[str], rows: List[List[str]]) -> str:
+    """``rows`` of cells under ``heads``, each column as wide as its widest
+    cell, the first left-aligned, the others right-aligned."""
+    rows = [heads] + rows
+    widths = [max(len(r[i]) for r in rows) for i in range(len(heads))]
+    return '\n'.join(f'{r[0]:<{widths[0]}}  ' + '  '.join(
+        f'{c:>{w}}' for c, w in zip(r[1:], widths[1:])) for r in rows)
 
 
 def stderr_progress(what: str) -> Callable[[int, int], None]:
     """A ``progress(done, total)`` that prints ``what: done/total`` on
     stderr."""
-
-    def progress(done, total):
-        print(f'{what}: {done}/{total}', file=sys.stderr, flush=True)
-
-    return progress
-
-
-# ----------------------------------------------------------------- images
+    return lambda done, total: print(f'{what}: {done}/{total}',
+                                     file=sys.stderr, flush=True)
 
 
 def preprocess(model: nn.Module, inputs: list, data_samples=None):
-    """uint8 (3, H, W) images -> the model's normalised batch."""
+    """uint8 (C, H, W) images -> the model's normalised batch."""
     pre = getattr(model, 'data_preprocessor', None)
     if pre is None:
         return torch.stack(inputs).float()
@@ -240,33 +229,24 @@ def preprocess(model: nn.Module, inputs: list, data_samples=None):
         return pre(data, False)['inputs'].cpu()
 
 
-def random_images(model: nn.Module,
-                  num_images: int,
-                  img_size: Sequence[int],
+def random_images(model: nn.Module, num_images: int, img_size,
                   seed: int = 0) -> torch.Tensor:
     """``num_images`` uniform-noise images (uint8, from a generator seeded
     with ``seed``) through the model's data preprocessor: (N, C, H, W), C
     the input channels of the backbone's first convolution (3 if none)."""
-    H, W = img_size
     channels = next((m.in_channels for m in get_backbone(model).modules()
                      if isinstance(m, nn.Conv2d)), 3)
     g = torch.Generator().manual_seed(seed)
-    imgs = torch.randint(0, 256, (num_images, channels, H, W), generator=g,
-                         dtype=torch.uint8)
+    imgs = torch.randint(0, 256, (num_images, channels, *img_size),
+                         generator=g, dtype=torch.uint8)
     return preprocess(model, list(imgs))
-
-
-def default_img_size(cfg) -> Tuple[int, int]:
-    """The backbone's ``img_size`` if the config sets one, else 224."""
-    size = cfg.model.get('backbone', {}).get('img_size', 224)
-    return (size, size) if isinstance(size, int) else tuple(size)
 
 
 def dataset_images(cfg, model: nn.Module, num_images: int) -> torch.Tensor:
     """The first ``num_images`` images of the config's test dataloader
-    (dataset and pipeline), through the model's data preprocessor, as one
-    batch (N, 3, H, W) (padded to a common size where the preprocessor
-    pads, as detectors and segmentors do)."""
+    through the model's data preprocessor, as one batch (N, 3, H, W)
+    (padded to a common size where the preprocessor pads, as detectors and
+    segmentors do)."""
     from mmengine.runner import Runner
     loader_cfg = copy.deepcopy(cfg.get('test_dataloader', None))
     if not loader_cfg:
@@ -276,16 +256,14 @@ def dataset_images(cfg, model: nn.Module, num_images: int) -> torch.Tensor:
                       persistent_workers=False)
     loader_cfg.pop('prefetch_factor', None)
     try:
-        loader = Runner.build_dataloader(loader_cfg, seed=0)
-        data = next(iter(loader))
+        data = next(iter(Runner.build_dataloader(loader_cfg, seed=0)))
     except Exception as e:  # a missing data set fails in many ways
         root = loader_cfg.get('dataset', {}).get('data_root', '?')
         raise RuntimeError(
             f'could not read the config\'s test data (data_root {root!r}): '
             f'{type(e).__name__}: {e}\nPrepare the data set, or use '
             f'--random-images') from e
-    got = len(data['inputs'])
-    if got < num_images:
-        print(f'note: the test set has {got} images, fewer than '
-              f'{num_images} asked for', file=sys.stderr)
+    if len(data['inputs']) < num_images:
+        print(f'note: the test set has {len(data["inputs"])} images, fewer '
+              f'than {num_images} asked for', file=sys.stderr)
     return preprocess(model, data['inputs'], data.get('data_samples'))

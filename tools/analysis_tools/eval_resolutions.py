@@ -1,52 +1,38 @@
 """Evaluate checkpoints at several test resolutions, without fine-tuning.
 
-The resolution sweep of the CPVT paper (Table 2 and the LE+RPE table:
-models trained at 224 tested at 160, 224, 384, 448 and 512), for any
-mmpretrain classifier (top-1/top-5), mmdet detector (COCO mAP, mAP@50) or
-mmseg segmentor (mIoU). Each (checkpoint, size) is one ``runner.test()`` of
-the config's own test loop and evaluator (an mmengine Runner built from the
-config, as ``tools/test.py`` does, in this one process); only the test
-pipeline's resize/crop changes with the size. The table and the plot show
-the task's main metric (accuracy/top1, coco/bbox_mAP, mIoU; ``--metric``
-picks another), the JSON file every metric.
+The resolution sweep of the CPVT paper (Table 2: trained at 224, tested
+at 160 to 512), for any mmpretrain classifier, mmdet detector or mmseg
+segmentor. Each (checkpoint, size) is one ``runner.test()`` of the config's
+own test loop and evaluator, in this process; only the test pipeline's
+resize/crop changes with the size. The table and the plot show
+the task's main metric (accuracy/top1, coco/bbox_mAP, mIoU, else the
+evaluator's first), the JSON file every metric.
 
 What a size means (``--protocol``; the paper gives none):
 
 - classification, ``resize-crop`` (default; DeiT's test transform): the
-  shorter side resized to ``size * 256 // 224`` (a 0.875 crop ratio: 160 ->
-  182, 224 -> 256, 384 -> 438, 448 -> 512, 512 -> 585), then the centre
-  ``size`` x ``size`` crop.
-- classification, ``resize``: the whole image resized to ``size`` x
-  ``size``, no crop.
+  shorter side resized to ``size * 256 // 224`` (a 0.875 crop ratio: 224 ->
+  256, 384 -> 438), then the centre ``size`` x ``size`` crop;
+- classification, ``resize``: the whole image resized to ``size`` x ``size``;
+  both keep the config's resize backend and interpolation;
+- detection and segmentation, ``short-side``: the test Resize's scale times
+  ``size / min(scale)`` (mmdet's (1333, 800) becomes (round(1333 * size /
+  800), size)): with keep_ratio, the config's own rule at another size.
 
-  Both replace the config's ResizeEdge / CenterCrop / Resize steps, keeping
-  the resize's backend and interpolation.
-- detection and segmentation, ``short-side`` (the only one): the test
-  Resize's scale is the config's times ``size / min(scale)``: mmdet's
-  (1333, 800) becomes (round(1333 * size / 800), size), mmseg's ADE20K
-  (2048, 512) becomes (4 * size, size). With keep_ratio (as in every config
-  here) the image is scaled so that its shorter side is ``size``, unless its
-  longer side would then pass the scale's longer entry, which it is scaled
-  to instead: the config's own rule at its own size.
+A config whose test pipeline has none of the transforms rewritten
+(tools/analysis_tools/resolution.py) is refused. Learned position tables
+need nothing here: mmcpvt's learned PE and mmpretrain's VisionTransformer
+resize their tables bicubically to the input themselves.
 
-The rewrite is by transform type (tools/analysis_tools/resolution.py); a config
-whose test pipeline has none of those types is refused, naming the types it
-has. Learned position tables need nothing here: mmcpvt's learned PE and
-mmpretrain's VisionTransformer resize their tables bicubically to the input
-themselves, so DeiT-style baselines are swept as they are.
-
-``--no-checkpoint`` adds the config's model as initialised (``init_weights``
-with seed 0, saved once to OUT/untrained.pth so that every size tests the
-same weights), labelled ``untrained``: a baseline, or a test without
-training.
+``--no-checkpoint`` adds the config's model as initialised (seed 0, saved
+once to OUT/untrained.pth), labelled ``untrained``.
 
 Output, into ``--out-dir`` (default work_dirs/eval_resolutions/<config
 name>): a progress line per run, a table (a row per checkpoint, a column per
-size, the main metric), ``eval_resolutions.json`` (every metric of every
-run, the test pipeline of each size; written after each run) and
-``eval_resolutions.png`` (main metric vs size, a line per checkpoint, the
-training size marked where the config tells it). Each run's runner logs go
-to OUT/runs/<label>/<size>/ (its console output to console.log there).
+size), ``eval_resolutions.json`` (every metric of every run, the test
+pipeline of each size; written after each run) and ``eval_resolutions.png``
+(main metric vs size, the training size marked where the config tells it).
+Each run's logs go to OUT/runs/<label>/<size>/.
 
 Examples::
 
@@ -69,7 +55,6 @@ import re
 import sys
 import time
 from contextlib import redirect_stderr, redirect_stdout
-from typing import List, Optional
 
 from mmengine.config import Config
 
@@ -79,37 +64,31 @@ sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 import common  # noqa: E402
 
 common.setup()
-from analysis_cli import check_out_dir  # noqa: E402
-from common import CfgOptionsAction, apply_common_args  # noqa: E402
+from analysis_cli import check_out_dir, text_table  # noqa: E402
+from common import CfgOptionsAction, apply_common_args, require  # noqa: E402
 from resolution import (PROTOCOLS, config_task, describe,  # noqa: E402
                         pipeline_dataset, resized_pipeline, run_test,
                         save_untrained, training_size)
-
-from mmcpvt.analysis import require_file  # noqa: E402
 
 PAPER_SIZES = [160, 224, 384, 448, 512]
 # The largest test size: a 4096 x 4096 image is 48 MiB as float32, a ViT's
 # attention over its 65536 tokens of 16 px 16 GiB per head and image.
 MAX_SIZE = 4096
 UNTRAINED = 'untrained'
-# The main metric of each task (the table and the plot), where the
-# evaluator reports it; else its first one.
-MAIN_METRIC = {
-    'classification': 'accuracy/top1',
-    'detection': 'coco/bbox_mAP',
-    'segmentation': 'mIoU',
-}
+# per task: the main metric (the table and the plot, where the evaluator
+# reports it) and its format; per protocol: the x label of the plot
+MAIN_METRIC = {'classification': 'accuracy/top1', 'detection': 'coco/bbox_mAP',
+               'segmentation': 'mIoU'}
 FORMAT = {'classification': '{:.2f}', 'detection': '{:.3f}',
           'segmentation': '{:.2f}'}
-ALL_PROTOCOLS = sorted({p for ps in PROTOCOLS.values() for p in ps})
+XLABEL = {'resize-crop': 'test size (centre crop, px)',
+          'resize': 'test size (whole image, px)',
+          'short-side': 'test size (shorter side, px)'}
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = None
-    if value is None or value <= 0:
+def size_arg(text: str) -> int:
+    value = int(text) if text.isdigit() else 0
+    if value <= 0:
         raise argparse.ArgumentTypeError(
             f'a size is a positive number of pixels, got {text!r}')
     if value > MAX_SIZE:
@@ -123,48 +102,29 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('config', help='mmpretrain, mmdet or mmseg config')
-    parser.add_argument(
-        'checkpoint', nargs='*',
-        help='checkpoint files, one row each (at least one, unless '
-        '--no-checkpoint)')
-    parser.add_argument(
-        '--sizes', type=positive_int, nargs='+', default=PAPER_SIZES,
+    add = parser.add_argument
+    add('config', help='mmpretrain, mmdet or mmseg config')
+    add('checkpoint', nargs='*', help='checkpoint files, one row each (at '
+        'least one, unless --no-checkpoint)')
+    add('--sizes', type=size_arg, nargs='+', default=PAPER_SIZES,
         help='test sizes in pixels (the crop side for resize-crop, the '
         'image side for resize, the shorter side for short-side), 1 to '
         f'{MAX_SIZE}. Defaults to the paper\'s '
         f'{" ".join(map(str, PAPER_SIZES))}')
-    parser.add_argument(
-        '--protocol', choices=ALL_PROTOCOLS,
+    add('--protocol', choices=sorted(XLABEL),
         help='what a size means: resize-crop (classification, default) or '
         'resize (classification); short-side (detection and segmentation, '
         'their default). See above')
-    parser.add_argument(
-        '--no-checkpoint', action='store_true',
-        help='also (or only) evaluate the model as initialised, labelled '
-        f'{UNTRAINED!r}')
-    parser.add_argument(
-        '--labels', nargs='+',
-        help='one name per checkpoint for the table, JSON and plot; '
-        'defaults to the file names')
-    parser.add_argument(
-        '--metric',
-        help='the metric of the table and the plot, as the evaluator names '
-        'it; defaults to accuracy/top1, coco/bbox_mAP or mIoU')
-    parser.add_argument(
-        '--out-dir',
-        help='defaults to work_dirs/eval_resolutions/<config name>')
-    parser.add_argument(
-        '--cfg-options', nargs='+', action=CfgOptionsAction,
+    add('--no-checkpoint', action='store_true', help='also (or only) '
+        f'evaluate the model as initialised, labelled {UNTRAINED!r}')
+    add('--labels', nargs='+', help='one name per checkpoint for the table, '
+        'JSON and plot; defaults to the file names')
+    add('--out-dir', help='defaults to work_dirs/eval_resolutions/<config '
+        'name>')
+    add('--cfg-options', nargs='+', action=CfgOptionsAction,
         help='override settings in the config, key=value pairs as in '
         'tools/test.py, e.g. test_dataloader.batch_size=32')
     return parser
-
-
-def default_labels(checkpoints: List[str]) -> List[str]:
-    """The file names, or the paths as given where two names are equal."""
-    names = [osp.basename(c) for c in checkpoints]
-    return names if len(set(names)) == len(names) else list(checkpoints)
 
 
 def parse_args(argv=None):
@@ -172,17 +132,16 @@ def parse_args(argv=None):
     status 2)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        require_file(args.config, 'config')
-        if not args.checkpoint and not args.no_checkpoint:
-            parser.error('give at least one CHECKPOINT; to evaluate the '
-                         'model as initialised, pass --no-checkpoint')
-        for ckpt in args.checkpoint:
-            require_file(ckpt)
-    except FileNotFoundError as e:
-        parser.error(str(e))
-    if args.labels is None:
-        args.labels = default_labels(args.checkpoint)
+    if not args.checkpoint and not args.no_checkpoint:
+        parser.error('give at least one CHECKPOINT; to evaluate the model '
+                     'as initialised, pass --no-checkpoint')
+    for path, what in [(args.config, 'config')] + [
+            (c, 'checkpoint') for c in args.checkpoint]:
+        require(parser, path, what)
+    if args.labels is None:  # the file names, or the paths where two are equal
+        names = [osp.basename(c) for c in args.checkpoint]
+        args.labels = names if len(set(names)) == len(names) else list(
+            args.checkpoint)
     elif len(args.labels) != len(args.checkpoint):
         parser.error(f'--labels gives {len(args.labels)} names for '
                      f'{len(args.checkpoint)} checkpoints')
@@ -199,7 +158,7 @@ def parse_args(argv=None):
 
 def load_config(parser, args) -> Config:
     """The config with ``--cfg-options`` applied, checked for a test loop;
-    the task and protocol set on ``args``."""
+    the task and protocol (default: the task's first) set on ``args``."""
     cfg = Config.fromfile(args.config)
     # the runs' work dirs are under the output directory; one process
     args.work_dir, args.launcher = args.out_dir, 'none'
@@ -214,64 +173,41 @@ def load_config(parser, args) -> Config:
         cfg.test_cfg = dict(type='TestLoop')
     try:
         args.task = config_task(cfg)
-        pipeline_dataset(cfg)
     except ValueError as e:
         parser.error(f'{args.config}: {e}')
-    protocols = PROTOCOLS[args.task]
-    args.protocol = args.protocol or protocols[0]
-    if args.protocol not in protocols:
-        parser.error(f'--protocol {args.protocol} is not one of '
-                     f'{args.task}: {", ".join(protocols)}')
+    # a protocol of another task is refused by the rewrite (main)
+    args.protocol = args.protocol or PROTOCOLS[args.task][0]
     cfg.resume = False  # a run loads its checkpoint, never resumes
     return cfg
 
 
-def slug(label: str) -> str:
-    return re.sub(r'[^\w.-]+', '_', label)
-
-
-def pick_metric(requested: Optional[str], task: str, metrics: dict) -> str:
-    """``requested``, else the task's main metric where the evaluator
-    reports it, else its first numeric one."""
+def pick_metric(task: str, metrics: dict) -> str:
+    """The task's main metric where the evaluator reports it, else its
+    first numeric one."""
     numeric = [k for k, v in metrics.items()
                if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    if requested:
-        if requested not in numeric:
-            raise ValueError(f'--metric {requested}: the evaluator reports '
-                             f'{", ".join(numeric) or "no number"}')
-        return requested
-    if MAIN_METRIC[task] in numeric:
-        return MAIN_METRIC[task]
     if not numeric:
         raise ValueError(f'the evaluator reports no number: {metrics}')
-    return numeric[0]
+    return MAIN_METRIC[task] if MAIN_METRIC[task] in numeric else numeric[0]
 
 
 def hms(seconds: float) -> str:
     return str(datetime.timedelta(seconds=round(seconds)))
 
 
-def table(results: dict, sizes: List[int], metric: str, fmt: str,
-          train_size: Optional[int]) -> str:
-    """Rows: models; columns: sizes; cells: ``metric``."""
-    heads = [f'{s}*' if s == train_size else str(s) for s in sizes]
-    first = max(len('model'), *(len(k) for k in results))
-    cells = {label: [fmt.format(m[str(s)][metric]) if str(s) in m else '-'
-                     for s in sizes] for label, m in results.items()}
-    width = max([len(h) for h in heads] +
-                [len(c) for row in cells.values() for c in row])
-    lines = [f'{"model":<{first}}  ' + '  '.join(f'{h:>{width}}'
-                                                  for h in heads)]
-    for label, row in cells.items():
-        lines.append(f'{label:<{first}}  ' +
-                     '  '.join(f'{c:>{width}}' for c in row))
-    if train_size in sizes:
-        lines.append('* the training size')
-    return '\n'.join(lines)
+def table(results: dict, sizes: list, metric: str, fmt: str,
+          train_size) -> str:
+    """Rows: models; columns: sizes (the training size starred); cells:
+    ``metric``."""
+    text = text_table(
+        ['model'] + [f'{s}*' if s == train_size else str(s) for s in sizes],
+        [[label] + [fmt.format(m[str(s)][metric]) if str(s) in m else '-'
+                    for s in sizes] for label, m in results.items()])
+    return text + ('\n* the training size' if train_size in sizes else '')
 
 
-def plot(path: str, results: dict, sizes: List[int], metric: str,
-         train_size: Optional[int], title: str, xlabel: str) -> None:
+def plot(path: str, results: dict, sizes: list, metric: str, train_size,
+         title: str, xlabel: str) -> None:
     """Main metric vs size, one line per model; the training size as a
     dashed vertical line."""
     import matplotlib
@@ -286,9 +222,7 @@ def plot(path: str, results: dict, sizes: List[int], metric: str,
     if train_size is not None:
         ax.axvline(train_size, color='grey', linestyle='--', linewidth=1,
                    label=f'training size ({train_size})')
-    ax.set_xticks(sizes)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(metric)
+    ax.set(xticks=sizes, xlabel=xlabel, ylabel=metric)
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -329,24 +263,23 @@ def main(argv=None):
     json_path = osp.join(out_dir, 'eval_resolutions.json')
     results = {label: {} for label, _ in models}
     report = dict(
-        config=args.config, task=task,
-        scope=cfg.default_scope, protocol=args.protocol, metric=None,
-        sizes=sizes, train_size=train_size,
+        config=args.config, task=task, scope=cfg.default_scope,
+        protocol=args.protocol, metric=None, sizes=sizes,
+        train_size=train_size,
         test_pipelines={str(s): p for s, p in pipelines.items()},
         models=[dict(label=label, checkpoint=ckpt,
                      untrained=label == UNTRAINED and args.no_checkpoint,
                      metrics=results[label]) for label, ckpt in models])
-    metric, fmt = args.metric, FORMAT[task]
-    total, done, t0 = len(models) * len(sizes), 0, time.time()
+    fmt, total, t0 = FORMAT[task], len(models) * len(sizes), time.time()
     for label, ckpt in models:
+        slug = re.sub(r'[^\w.-]+', '_', label)
         for i, size in enumerate(sizes, 1):
             run_cfg = copy.deepcopy(cfg)
             pipeline_dataset(run_cfg).pipeline = copy.deepcopy(
                 pipelines[size])
             run_cfg.load_from = ckpt
-            run_cfg.work_dir = osp.join(out_dir, 'runs', slug(label),
-                                        str(size))
-            run_cfg.experiment_name = f'{slug(label)}_{size}'
+            run_cfg.work_dir = osp.join(out_dir, 'runs', slug, str(size))
+            run_cfg.experiment_name = f'{slug}_{size}'
             os.makedirs(run_cfg.work_dir, exist_ok=True)
             console = osp.join(run_cfg.work_dir, 'console.log')
             t = time.time()
@@ -356,28 +289,25 @@ def main(argv=None):
                 say(f'{label} at {size} px failed; the runner\'s output is '
                     f'in {console}')
                 raise
-            done += 1
             results[label][str(size)] = metrics
-            if metric not in metrics:
+            if report['metric'] not in metrics:
                 try:
-                    metric = pick_metric(args.metric, task, metrics)
+                    report['metric'] = pick_metric(task, metrics)
                 except ValueError as e:
                     parser.error(str(e))
-            report['metric'] = metric
+            metric = report['metric']
             with open(json_path, 'w') as f:
                 json.dump(report, f, indent=2)
-            elapsed = time.time() - t0
+            done, elapsed = sum(map(len, results.values())), time.time() - t0
             say(f'{label}: size {i}/{len(sizes)} ({size} px): {metric} '
                 f'{fmt.format(metrics[metric])} ({time.time() - t:.0f} s; '
                 f'elapsed {hms(elapsed)}, ETA '
                 f'{hms(elapsed / done * (total - done))})')
 
     png_path = osp.join(out_dir, 'eval_resolutions.png')
-    xlabel = {'resize-crop': 'test size (centre crop, px)',
-              'resize': 'test size (whole image, px)',
-              'short-side': 'test size (shorter side, px)'}[args.protocol]
     plot(png_path, results, sizes, metric, train_size,
-         f'{name}: {metric}, no fine-tuning ({args.protocol})', xlabel)
+         f'{name}: {metric}, no fine-tuning ({args.protocol})',
+         XLABEL[args.protocol])
     print(f'\n{metric} at each test size, without fine-tuning '
           f'({task}, protocol {args.protocol}):')
     print(table(results, sizes, metric, fmt, train_size))

@@ -27,30 +27,27 @@ from mmcpvt.analysis import init_model  # noqa: E402
 from mmcpvt.models.layers import Attention  # noqa: E402
 
 
-def build(cfg: Config):
-    """The model of ``cfg`` by its library's init function, in eval mode
-    (counting needs no weights: ``Pretrained`` init_cfg dropped)."""
+# the input of each library's models: H, W
+DEFAULT_SHAPE = {'mmpretrain': (224, 224), 'mmdet': (800, 1280),
+                 'mmseg': (512, 512)}
+
+
+def count(config: str, shape):
+    """``(params, FLOPs)`` of the model of ``config`` (built by its
+    library's init function, no weights needed) on a ``shape`` input."""
+    cfg = Config.fromfile(config)
     model = init_model(cfg).eval()
     for m in model.modules():
         if isinstance(m, Attention):
             m.fused_attn = False
-    return model
-
-
-def count(config: str, shape):
-    cfg = Config.fromfile(config)
-    model = build(cfg)
-    inputs = torch.randn(1, 3, *shape)
     if hasattr(model, 'extract_feat') and cfg.default_scope == 'mmpretrain':
         model.forward = model.extract_feat
-        result = get_model_complexity_info(
-            model, inputs=(inputs, ), show_table=False, show_arch=False)
     else:  # detector / segmentor: the network without post-processing
         model.forward = model._forward
-        result = get_model_complexity_info(
-            model, inputs=(inputs, ), show_table=False, show_arch=False)
-    params = sum(p.numel() for p in model.parameters())
-    return params, result['flops']
+    result = get_model_complexity_info(
+        model, inputs=(torch.randn(1, 3, *shape), ), show_table=False,
+        show_arch=False)
+    return sum(p.numel() for p in model.parameters()), result['flops']
 
 
 def main():
@@ -60,33 +57,31 @@ def main():
                         help='count every config under DIR instead')
     parser.add_argument('--shape', type=int, nargs='+', default=None,
                         help='input H [W]; default 224 for classifiers, '
-                        '1280 800 for detectors, 512 512 for segmentors')
+                        '800 1280 for detectors, 512 for segmentors')
     parser.add_argument('--markdown', action='store_true')
     args = parser.parse_args()
     if not args.config and not args.all:
         parser.error('give a config or --all DIR')
+    if args.config:
+        common.require(parser, args.config, 'config')
     MMLogger.get_instance('mmengine').setLevel('ERROR')
     configs = sorted(
         glob.glob(osp.join(args.all, '**', '*.py'), recursive=True)
     ) if args.all else [args.config]
-    configs = [c for c in configs if '_base_' not in c]
     if args.markdown:
-        print('| config | input | params (M) | FLOPs (G) |')
-        print('|---|---|---|---|')
+        print('| config | input | params (M) | FLOPs (G) |\n|---|---|---|---|')
     for config in configs:
-        if not osp.isfile(config):
-            raise SystemExit(f'error: no config file at {config}')
+        if '_base_' in config:
+            continue
         scope = Config.fromfile(config).get('default_scope', 'mmpretrain')
-        default = {'mmpretrain': [224], 'mmdet': [800, 1280],
-                   'mmseg': [512]}.get(scope, [224])
-        shape = args.shape or default
-        shape = shape * 2 if len(shape) == 1 else shape
-        params, flops = count(config, shape)
+        shape = args.shape or DEFAULT_SHAPE.get(scope, (224, 224))
+        H, W = shape[0], shape[-1]
+        params, flops = count(config, (H, W))
         if args.markdown:
-            print(f'| {config} | {shape[0]}x{shape[1]} | {params / 1e6:.2f} '
+            print(f'| {config} | {H}x{W} | {params / 1e6:.2f} '
                   f'| {flops / 1e9:.2f} |')
         else:
-            print(f'{config}: input {shape[0]}x{shape[1]}, params '
+            print(f'{config}: input {H}x{W}, params '
                   f'{params / 1e6:.2f} M, FLOPs {flops / 1e9:.2f} G')
 
 

@@ -42,25 +42,13 @@ def positive_float(text: str) -> float:
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split('\n\n')[0],
-        epilog=__doc__.split('\n\n', 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    cli.add_model_args(parser)
-    cli.add_block_args(parser, 'probe')
-    cli.add_image_args(parser, num_images=64)
+    parser = cli.make_parser(__doc__)
+    cli.add_instrument_args(parser, 'probe', num_images=64)
     parser.add_argument('--alpha', type=positive_float, default=1.0,
                         help='ridge penalty, > 0 (default 1.0)')
-    parser.add_argument('--out', help='write the results as JSON here')
     args = parser.parse_args(argv)
     cli.check_out_file(parser, '--out', args.out, 'probe.json')
     return parser, args
-
-
-def min_tokens(border: int) -> int:
-    """Tokens per side a map needs for every region's R^2: an interior
-    of at least 2 x 2 inside the border (R^2 needs spread)."""
-    return 2 * border + 2
 
 
 def main(argv=None):
@@ -71,56 +59,40 @@ def main(argv=None):
                      'to test)')
     stride = max(i.stride for i in list_blocks(backbone)
                  if wanted is None or i.index in wanted)
-    need = min_tokens(args.border) * stride
-    if min(images.shape[-2:]) < need:
+    # every region's R^2 needs an interior of 2x2 inside the border
+    side = 2 * args.border + 2
+    if min(images.shape[-2:]) < side * stride:
         parser.error(
             f'{cli.size_option(args, images)} gives too few tokens for the '
-            f'probe: it needs {min_tokens(args.border)}x'
-            f'{min_tokens(args.border)} tokens (an interior of 2x2 inside a '
-            f'border of {args.border}) at every block probed, whose largest '
-            f'stride is {stride} px: at least {need} px')
-    feats = block_features(backbone, images, wanted, args.batch_size,
-                           cli.stderr_progress('features (images)'))
-    rows = []
-    for info in list_blocks(backbone):
-        if info.index not in feats:
-            continue
-        maps = feats[info.index]
-        rows.append(dict(block=info.index, name=info.name,
-                         grid=list(maps.shape[-2:]), channels=maps.shape[1],
-                         **position_probe(maps, args.border, args.alpha)))
+            f'probe: it needs {side}x{side} tokens (an interior of 2x2 '
+            f'inside a border of {args.border}) at every block probed, '
+            f'whose largest stride is {stride} px: at least {side * stride} '
+            'px')
+    feats = block_features(backbone, images, wanted,
+                           progress=cli.stderr_progress('features (images)'))
+    rows = [dict(block=i.index, name=i.name,
+                 grid=list(feats[i.index].shape[-2:]),
+                 channels=feats[i.index].shape[1],
+                 **position_probe(feats[i.index], args.border, args.alpha))
+            for i in list_blocks(backbone) if i.index in feats]
     n_fit = len(images) // 2
     print(f'position probe: ridge (alpha {args.alpha}) fitted on {n_fit} '
           f'images, scored on {len(images) - n_fit} held-out images; border '
           f'= {args.border} token(s); MAE in tokens')
     print(format_table(rows))
-    if args.out:
-        cli.write_json(args.out, dict(
-            config=args.config, checkpoint=args.checkpoint,
-            num_images=len(images), random_images=args.random_images,
-            border=args.border, alpha=args.alpha, blocks=rows))
+    cli.write_results(args, images, alpha=args.alpha, blocks=rows)
 
 
 def format_table(rows: List[dict]) -> str:
     """Rows ``{'name', 'grid', 'all', 'interior', 'border'}`` (scores as
     :func:`position_probe` returns them) as a text table."""
-
-    def cell(v, fmt):
-        return f'{v:{fmt}}' if v == v else 'nan'  # NaN != NaN
-
-    lines = [f'{"block":<18} {"grid":>7} {"R2 all":>7} {"R2 int":>7} '
-             f'{"R2 bord":>7} {"MAE all":>7} {"MAE int":>7} {"MAE bord":>8}'
-             f' {"MAE guess":>9}']
-    for r in rows:
-        grid = 'x'.join(map(str, r['grid']))
-        lines.append(
-            f'{r["name"]:<18} {grid:>7} '
-            + ' '.join(f'{cell(r[k]["r2"], ".3f"):>7}' for k in REGIONS)
-            + ' '
-            + ' '.join(f'{cell(r[k]["mae"], ".2f"):>7}' for k in REGIONS[:2])
-            + f' {cell(r["border"]["mae"], ".2f"):>8}'
-            + f' {cell(r["all"]["mae_mean_guess"], ".2f"):>9}')
-    return '\n'.join(lines)
+    return cli.text_table(
+        ['block', 'grid', 'R2 all', 'R2 int', 'R2 bord', 'MAE all',
+         'MAE int', 'MAE bord', 'MAE guess'],
+        [[r['name'], 'x'.join(map(str, r['grid']))] +
+         [f'{r[k]["r2"]:.3f}' for k in REGIONS] +
+         [f'{r[k]["mae"]:.2f}' for k in REGIONS] +
+         [f'{r["all"]["mae_mean_guess"]:.2f}'] for r in rows])
 
 
 if __name__ == '__main__':

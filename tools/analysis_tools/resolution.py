@@ -1,32 +1,14 @@
 """Setting up an evaluation from a config: the test resolution (the test
 pipeline's resize and crop rewritten for one size) and the config's model as
 initialised, saved as a checkpoint (the untrained baseline). Used by
-tools/analysis_tools/eval_resolutions.py and tools/demo.py, which put this
-directory on ``sys.path``.
+tools/analysis_tools/eval_resolutions.py, whose docstring says what a size
+means for each protocol, and tools/demo.py, which put this directory on
+``sys.path``.
 
 The task follows the config's ``default_scope``: ``mmpretrain``
-(classification), ``mmdet`` (detection) or ``mmseg`` (segmentation). The
-protocols, i.e. what a test size means:
-
-- classification, ``'resize-crop'`` (the default; DeiT's test transform):
-  the shorter side resized to ``size * 256 // 224`` (a 0.875 crop ratio),
-  then the centre ``size`` x ``size`` crop: ``ResizeEdge(scale=size * 256
-  // 224, edge='short')`` + ``CenterCrop(crop_size=size)``.
-- classification, ``'resize'``: the whole image resized to ``size`` x
-  ``size`` (aspect ratio not kept), no crop: ``Resize(scale=(size, size))``.
-
-  Both replace the config's ``ResizeEdge``, ``CenterCrop`` and ``Resize``
-  steps, at the place of the first one, keeping its ``backend`` and
-  ``interpolation``.
-- detection and segmentation, ``'short-side'``: every ``Resize`` of the test
-  pipeline gets the config's ``scale`` times ``size / min(scale)``, e.g.
-  ``(1333, 800)`` becomes ``(round(1333 * size / 800), size)``; its other
-  arguments (``keep_ratio``) stay. With ``keep_ratio=True`` (every config
-  here), the image is scaled so that its shorter side is ``size``, unless its
-  longer side would then pass ``round(1333 * size / 800)``, which it is
-  scaled to instead: the config's own rule, at another size.
-
-Every other transform is left as it is.
+(classification), ``mmdet`` (detection) or ``mmseg`` (segmentation). Only
+the transforms of :data:`SIZE_TRANSFORMS` change; every other transform is
+left as it is.
 """
 import copy
 import gc
@@ -41,23 +23,14 @@ import common  # noqa: E402  (tools/common.py)
 common.setup()
 import mmcpvt  # noqa: E402,F401  (registers the models: tools/demo.py)
 
-TASKS = {
-    'mmpretrain': 'classification',
-    'mmdet': 'detection',
-    'mmseg': 'segmentation',
-}
+TASKS = {'mmpretrain': 'classification', 'mmdet': 'detection',
+         'mmseg': 'segmentation'}
 # The first protocol of each task is its default.
-PROTOCOLS = {
-    'classification': ('resize-crop', 'resize'),
-    'detection': ('short-side', ),
-    'segmentation': ('short-side', ),
-}
+PROTOCOLS = {'classification': ('resize-crop', 'resize'),
+             'detection': ('short-side', ), 'segmentation': ('short-side', )}
 # The transforms each task's protocols rewrite.
-SIZE_TRANSFORMS = {
-    'classification': ('ResizeEdge', 'CenterCrop', 'Resize'),
-    'detection': ('Resize', ),
-    'segmentation': ('Resize', ),
-}
+SIZE_TRANSFORMS = {'classification': ('ResizeEdge', 'CenterCrop', 'Resize'),
+                   'detection': ('Resize', ), 'segmentation': ('Resize', )}
 
 
 def config_task(cfg) -> str:
@@ -93,6 +66,8 @@ def pipeline_dataset(cfg):
 
 
 def _cls_pipeline(pipeline: list, size: int, protocol: str) -> list:
+    """The ResizeEdge, CenterCrop and Resize steps replaced, at the place
+    of the first one, keeping the resize's backend and interpolation."""
     known = SIZE_TRANSFORMS['classification']
     found = [i for i, t in enumerate(pipeline) if transform_name(t) in known]
     resizes = [pipeline[i] for i in found
@@ -122,9 +97,9 @@ def _short_side(scale, size: int):
 
 
 def _dense_pipeline(pipeline: list, size: int) -> list:
-    new = []
+    """Every Resize's scale times ``size / min(scale)``; its other arguments
+    (``keep_ratio``) kept."""
     for i, t in enumerate(pipeline):
-        t = copy.deepcopy(t)
         if transform_name(t) == 'Resize':
             if t.get('scale') is None:
                 raise ValueError(
@@ -132,15 +107,14 @@ def _dense_pipeline(pipeline: list, size: int) -> list:
                     f'scale_factor={t.get("scale_factor")}, not to a scale: '
                     'there is no size to set; give it a scale in the config')
             t['scale'] = _short_side(t['scale'], size)
-        new.append(t)
-    return new
+    return pipeline
 
 
 def resized_pipeline(pipeline: List[dict], size: int, task: str,
                      protocol: Optional[str] = None) -> List[dict]:
     """A copy of the test ``pipeline`` of a ``task`` config, with its resize
     and crop rewritten for ``size`` by ``protocol`` (the task's default if
-    None); see the module's docstring.
+    None).
 
     Raises:
         ValueError: ``size`` is not positive, the protocol is not one of the
@@ -152,7 +126,7 @@ def resized_pipeline(pipeline: List[dict], size: int, task: str,
     protocol = protocol or protocols[0]
     if protocol not in protocols:
         raise ValueError(
-            f'protocol {protocol!r} is not one of {task}: '
+            f'--protocol {protocol} is not one of {task}: '
             f'{", ".join(protocols)}')
     known = SIZE_TRANSFORMS[task]
     names = [transform_name(t) for t in pipeline]
@@ -182,27 +156,19 @@ def training_size(cfg, task: str) -> Optional[int]:
     square RandomResizedCrop (or backbone ``img_size``) of a classifier,
     the shorter side of a fixed training Resize of a detector or
     segmentor; None otherwise (multi-scale training, say)."""
-
-    def square(scale):
-        if isinstance(scale, int):
-            return scale
-        if isinstance(scale, (list, tuple)) and len(set(scale)) == 1:
-            return int(scale[0])
-        return None
-
     dataset = cfg.get('train_dataloader', {}).get('dataset', {})
     while dataset and 'pipeline' not in dataset:
         dataset = dataset.get('dataset', {})
-    pipeline = dataset.get('pipeline', []) if dataset else []
-    types = {transform_name(t): t for t in pipeline}
-    if task == 'classification':
-        if 'RandomResizedCrop' in types:
-            return square(types['RandomResizedCrop'].get('scale'))
-        return square(cfg.model.get('backbone', {}).get('img_size'))
-    scale = types.get('Resize', {}).get('scale')
-    if isinstance(scale, int):
-        return scale
-    return int(min(scale)) if scale else None
+    steps = {transform_name(t): t for t in (dataset or {}).get('pipeline', [])}
+    if task != 'classification':
+        scale = steps.get('Resize', {}).get('scale')
+        return min(scale) if isinstance(scale, (list, tuple)) else scale
+    scale = steps['RandomResizedCrop'].get('scale') if (
+        'RandomResizedCrop' in steps) else cfg.model.get('backbone', {}).get(
+            'img_size')
+    if isinstance(scale, (list, tuple)):
+        return int(scale[0]) if len(set(scale)) == 1 else None
+    return scale
 
 
 def describe(pipeline: List[dict], task: str) -> str:

@@ -39,30 +39,25 @@ from mmcpvt.analysis.translation_equivariance import (  # noqa: E402
     MODES, translation_equivariance)
 
 
+def shift(text: str) -> int:
+    value = int(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError('0 is no shift')
+    return value
+
+
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split('\n\n')[0],
-        epilog=__doc__.split('\n\n', 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    cli.add_model_args(parser)
-    cli.add_block_args(parser, 'report')
+    parser = cli.make_parser(__doc__)
+    cli.add_instrument_args(parser, 'report', num_images=16)
     parser.add_argument(
-        '--shifts', type=int, nargs='+', default=[1, 2, 3], metavar='S',
+        '--shifts', type=shift, nargs='+', default=[1, 2, 3], metavar='S',
         help='shifts in patches, applied down and right (negative: up and '
-        'left); default 1 2 3')
+        'left), not 0; default 1 2 3')
     parser.add_argument(
-        '--mode', default='circular',
-        help=f'{" or ".join(MODES)}: roll the image, or shift zeros in and '
-        'compare only the tokens that came from the image (default '
-        'circular)')
-    cli.add_image_args(parser, num_images=16)
-    parser.add_argument('--out', help='write the results as JSON here')
+        '--mode', default='circular', choices=MODES,
+        help='roll the image, or shift zeros in and compare only the tokens '
+        'that came from the image (default circular)')
     args = parser.parse_args(argv)
-    if args.mode not in MODES:
-        parser.error(f'unknown --mode {args.mode!r}; allowed: '
-                     f'{", ".join(MODES)}')
-    if 0 in args.shifts:
-        parser.error('--shifts: 0 is no shift')
     cli.check_out_file(parser, '--out', args.out, 'equivariance.json')
     return parser, args
 
@@ -70,8 +65,6 @@ def parse_args(argv=None):
 def main(argv=None):
     parser, args = parse_args(argv)
     backbone, wanted, images = cli.backbone_blocks_images(parser, args)
-    infos = [i for i in list_blocks(backbone)
-             if wanted is None or i.index in wanted]
     patch = list_blocks(backbone)[0].stride
     H, W = images.shape[-2:]
     if H % patch or W % patch:
@@ -81,14 +74,15 @@ def main(argv=None):
             f'whole patches would not be equivariant even without position '
             f'encoding; use a multiple of {patch}, e.g. '
             f'{max(patch, H // patch * patch)}')
-    largest = max(i.stride for i in infos)
+    largest = max(i.stride for i in list_blocks(backbone)
+                  if wanted is None or i.index in wanted)
     if H % largest or W % largest:
         print(f'warning: the {H}x{W} input is not a multiple of the largest '
               f'stride ({largest} px): padding at the bottom/right makes '
               f'even circular shifts inexact', file=sys.stderr)
     results = translation_equivariance(
         backbone, images, args.shifts, args.mode, args.border, wanted,
-        args.batch_size, cli.stderr_progress('forward passes (images)'))
+        progress=cli.stderr_progress('forward passes (images)'))
     print(f'translation equivariance ({args.mode} shifts of '
           f'{", ".join(map(str, args.shifts))} patches of {patch} px, both '
           f'axes; {len(images)} images; border = {args.border} token(s)): '
@@ -103,29 +97,20 @@ def main(argv=None):
     if shrunk and args.mode == 'circular':
         print(f'maps a PEG without padding has shrunk ({", ".join(shrunk)}):'
               f' only the tokens that did not wrap around are compared')
-    if args.out:
-        cli.write_json(args.out, dict(
-            config=args.config, checkpoint=args.checkpoint,
-            num_images=len(images), random_images=args.random_images,
-            mode=args.mode, shifts=args.shifts, patch=patch,
-            border=args.border, blocks=results))
+    cli.write_results(args, images, mode=args.mode, shifts=args.shifts,
+                      patch=patch, blocks=results)
 
 
 def format_table(results: List[dict]) -> str:
     """The results as a text table (mean over shifts)."""
-
-    def cell(v):
-        return '     -' if v is None else f'{v:.2e}'
-
-    lines = [f'{"block":<18} {"stride":>6} {"grid":>7} {"shift (tok)":>11} '
-             f'{"interior":>9} {"border":>9} {"all":>9}']
-    for r in results:
-        grid = 'x'.join(map(str, r['grid'])) or '-'
-        used = ','.join(str(e['tokens']) for e in r['per_shift'].values())
-        lines.append(f'{r["name"]:<18} {r["stride"]:>6} {grid:>7} '
-                     f'{used or "none":>11} {cell(r["interior"]):>9} '
-                     f'{cell(r["border"]):>9} {cell(r["all"]):>9}')
-    return '\n'.join(lines)
+    return cli.text_table(
+        ['block', 'stride', 'grid', 'shift (tok)', 'interior', 'border',
+         'all'],
+        [[r['name'], str(r['stride']), 'x'.join(map(str, r['grid'])) or '-',
+          ','.join(str(e['tokens']) for e in r['per_shift'].values())
+          or 'none'] + ['-' if r[k] is None else f'{r[k]:.2e}'
+                        for k in ('interior', 'border', 'all')]
+         for r in results])
 
 
 if __name__ == '__main__':

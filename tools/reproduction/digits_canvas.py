@@ -51,8 +51,6 @@ from mmengine.config import Config  # noqa: E402
 
 from mmcpvt.analysis import build_model as build_from_config  # noqa: E402
 
-# -- model ---------------------------------------------------------------
-
 
 def model_config(variant: dict, settings: Settings) -> Config:
     """An mmpretrain ImageClassifier with the CPVT backbone and a linear
@@ -108,9 +106,6 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list:
         (no_decay if skip else decay).append(p)
     return [dict(params=decay, weight_decay=weight_decay),
             dict(params=no_decay, weight_decay=0.)]
-
-
-# -- training and evaluation ---------------------------------------------
 
 
 class EarlyStopping:
@@ -190,21 +185,6 @@ def correct(model: torch.nn.Module, images: torch.Tensor,
     return (torch.cat(preds) == labels).numpy()
 
 
-def save(model: torch.nn.Module, cfg: Config, work_dir: str, meta: dict):
-    """``config.py`` and ``checkpoint.pth`` ({'state_dict', 'meta'}), which
-    mmpretrain's ``init_model`` and :mod:`mmcpvt.analysis` load."""
-    os.makedirs(work_dir, exist_ok=True)
-    with open(osp.join(work_dir, 'config.py'), 'w') as f:
-        f.write('# Written by tools/reproduction/digits_canvas.py: 1-channel '
-                f'{meta["canvas"]} px digit canvases, images in 0..255.\n')
-        f.write(cfg.pretty_text)
-    torch.save({'state_dict': model.state_dict(), 'meta': meta},
-               osp.join(work_dir, 'checkpoint.pth'))
-
-
-# -- the run -------------------------------------------------------------
-
-
 def fmt_time(seconds: float) -> str:
     seconds = int(round(seconds))
     return f'{seconds // 60}:{seconds % 60:02d}'
@@ -212,9 +192,11 @@ def fmt_time(seconds: float) -> str:
 
 def train_and_test(name: str, seed: int, settings: Settings,
                    out_dir: str) -> dict:
-    """One model: build, train, test and save it; returns its record (with
-    ``correct``: test set -> (N,) bool). Runs in a worker process with
-    ``--jobs`` above 1, so it rebuilds its data (a second or so)."""
+    """One model: build, train, test and save it (``config.py`` and
+    ``checkpoint.pth``, {'state_dict', 'meta'}, which mmpretrain's
+    ``init_model`` and :mod:`mmcpvt.analysis` load); returns its record
+    (with ``correct``: test set -> (N,) bool). Runs in a worker process
+    with ``--jobs`` above 1, so it rebuilds its data (a second or so)."""
     data = load_split(settings)
     torch.manual_seed(seed)
     cfg = model_config(VARIANTS[VARIANT_NAMES.index(name)], settings)
@@ -228,19 +210,18 @@ def train_and_test(name: str, seed: int, settings: Settings,
              for t, d in make_test_sets(*data['test'], settings).items()}
     acc = {t: 100 * float(c.mean()) for t, c in right.items()}
     work_dir = osp.join(out_dir, name, f'seed{seed}')
-    save(model, cfg, work_dir, dict(variant=name, seed=seed, accuracy=acc,
-                                    canvas=settings.canvas,
-                                    settings=asdict(settings)))
+    os.makedirs(work_dir, exist_ok=True)
+    with open(osp.join(work_dir, 'config.py'), 'w') as f:
+        f.write('# Written by tools/reproduction/digits_canvas.py: 1-channel '
+                f'{settings.canvas} px digit canvases, images in 0..255.\n')
+        f.write(cfg.pretty_text)
+    torch.save({'state_dict': model.state_dict(), 'meta': dict(
+        variant=name, seed=seed, accuracy=acc, canvas=settings.canvas,
+        settings=asdict(settings))}, osp.join(work_dir, 'checkpoint.pth'))
     return dict(variant=name, seed=seed, accuracy=acc, correct=right,
                 params=sum(p.numel() for p in model.parameters()),
                 work_dir=work_dir, run_time_s=time.perf_counter() - t0,
                 **stats)
-
-
-def _one_thread():
-    """Worker start-up: one thread each (more would wait on each other,
-    and one gives every run the same result whatever the job count)."""
-    torch.set_num_threads(1)
 
 
 def default_jobs() -> int:
@@ -254,8 +235,6 @@ def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
     """Train and test every variant x seed (``jobs`` at a time, each in its
     own process with one thread when ``jobs`` > 1); write the outputs;
     return the results (as written to results.json)."""
-    if jobs < 1:
-        raise ValueError(f'jobs must be 1 or more, got {jobs}')
     start = time.perf_counter()
     os.makedirs(out_dir, exist_ok=True)
     todo = [(v, s) for v in VARIANT_NAMES if v in variants for s in seeds]
@@ -286,10 +265,12 @@ def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
         for name, seed in todo:
             report(train_and_test(name, seed, settings, out_dir))
     else:
-        # spawn, not fork: a forked child inherits torch's thread pool
+        # spawn, not fork: a forked child inherits torch's thread pool; one
+        # thread each (more would wait on each other, and one gives every
+        # run the same result whatever the job count)
         with ProcessPoolExecutor(
                 jobs, mp_context=multiprocessing.get_context('spawn'),
-                initializer=_one_thread) as pool:
+                initializer=torch.set_num_threads, initargs=(1, )) as pool:
             futures = [pool.submit(train_and_test, name, seed, settings,
                                    out_dir) for name, seed in todo]
             try:

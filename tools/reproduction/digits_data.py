@@ -84,9 +84,6 @@ class Settings:
     bootstrap_seed: int = 0
 
 
-# -- data ----------------------------------------------------------------
-
-
 def load_split(settings: Settings):
     """The digits in [0, 1] as (N, 1, 8, 8) tensors, split (stratified,
     ``split_seed``): dict of 'train', 'val', 'test' -> (x, y)."""

@@ -7,8 +7,6 @@ import numpy as np
 from digits_data import (LABELS, NUM_CLASSES, REFERENCE, TEST_SETS,
                          VARIANT_NAMES, Settings)
 
-# -- bootstrap, summary, table and plot ----------------------------------
-
 
 def bootstrap(per_image: Dict[str, Dict[str, np.ndarray]], reference: str,
               resamples: int, seed: int) -> dict:
@@ -66,30 +64,37 @@ def summarise(runs: List[dict], per_image: dict,
 
 
 def markdown_tables(summary: dict) -> str:
+    """The tables of results.md: the accuracy kept at each test size, the
+    difference to :data:`REFERENCE`'s (where it ran), the accuracies and
+    epochs."""
+
+    def table(title, columns, rows):
+        return (f'{title}:\n\n| variant | ' + ' | '.join(columns) +
+                ' |\n|---|' + '---:|' * len(columns) + '\n' + ''.join(
+                    f'| {LABELS[v]} | ' + ' | '.join(cells) + ' |\n'
+                    for v, cells in rows))
+
+    def interval(k, key, sign=''):
+        return (f'{k[key]:{sign}.1f} [{k[key + "_ci"][0]:{sign}.1f}, '
+                f'{k[key + "_ci"][1]:{sign}.1f}]')
+
     tests = list(TEST_SETS)[1:]
-    head = '| variant | ' + ' | '.join(tests) + ' |\n|---|' + \
-        '---:|' * len(tests) + '\n'
-    kept = 'Accuracy kept, % of the model\'s own 1x accuracy [paired ' \
-        'bootstrap 95 % interval]:\n\n' + head
-    diff = f'Kept minus {LABELS[REFERENCE]}\'s kept, points [95 %]:\n\n' + head
-    acc = ('Top-1 accuracy, % (mean ± sd over seeds), and epochs trained '
-           '(mean, min-max; patience on the validation split):\n\n'
-           '| variant | ' + ' | '.join(TEST_SETS) + ' | epochs |\n|---|' +
-           '---:|' * (len(TEST_SETS) + 1) + '\n')
-    for v, s in summary.items():
-        k = s['kept']
-        kept += f'| {LABELS[v]} | ' + ' | '.join(
-            f'{k[t]["kept"]:.1f} [{k[t]["kept_ci"][0]:.1f}, '
-            f'{k[t]["kept_ci"][1]:.1f}]' for t in tests) + ' |\n'
-        if 'diff' in k['1x'] and v != REFERENCE:
-            diff += f'| {LABELS[v]} | ' + ' | '.join(
-                f'{k[t]["diff"]:+.1f} [{k[t]["diff_ci"][0]:+.1f}, '
-                f'{k[t]["diff_ci"][1]:+.1f}]' for t in tests) + ' |\n'
-        e = s['epochs']
-        acc += f'| {LABELS[v]} | ' + ' | '.join(
-            f'{m:.1f} ± {sd:.1f}' for m, sd in s['accuracy'].values()) + \
-            f' | {e[0]:.0f} ({e[1]}-{e[2]}) |\n'
-    parts = [kept] + ([diff] if REFERENCE in summary else []) + [acc]
+    parts = [table('Accuracy kept, % of the model\'s own 1x accuracy '
+                   '[paired bootstrap 95 % interval]', tests,
+                   [(v, [interval(s['kept'][t], 'kept') for t in tests])
+                    for v, s in summary.items()])]
+    if REFERENCE in summary:
+        parts.append(table(
+            f'Kept minus {LABELS[REFERENCE]}\'s kept, points [95 %]', tests,
+            [(v, [interval(s['kept'][t], 'diff', '+') for t in tests])
+             for v, s in summary.items() if v != REFERENCE]))
+    parts.append(table(
+        'Top-1 accuracy, % (mean ± sd over seeds), and epochs trained '
+        '(mean, min-max; patience on the validation split)',
+        list(TEST_SETS) + ['epochs'],
+        [(v, [f'{m:.1f} ± {sd:.1f}' for m, sd in s['accuracy'].values()] +
+          ['{:.0f} ({}-{})'.format(*s['epochs'])])
+         for v, s in summary.items()]))
     return '\n'.join(parts)
 
 

@@ -1,18 +1,10 @@
 """The instruments of :mod:`mmcpvt.analysis` on the digit-canvas models
-(``digits_canvas.py --instruments``).
-
-For the lowest-seed model of every variant, loaded back from its saved
-config and checkpoint, on held-out digit canvases at the training size:
-
-* position probe (paper, Sec. 3.2 / App. B.3): R^2 of a ridge regression
-  from a token to its (row, column), interior and border tokens, after
-  block 0 and after the last block;
-* translation equivariance (Sec. 3.2 / App. A): relative error of
-  ``f(roll(x))`` against ``roll(f(x))`` for circular shifts of 1-3
-  patches, interior and border tokens, same blocks;
-* attention (App. D.3, Figs. 5-6): the second encoder, head 0 -- its
-  patch-token matrix and two query maps on one canvas (PNGs), and its mean
-  attention distance over all images.
+(``digits_canvas.py --instruments``; what they measure:
+docs/reproduction.md, "Instruments on the trained models"): the position
+probe and translation equivariance after block 0 and after the last block,
+and the attention of the second encoder, head 0 (PNGs and its mean
+distance), for the lowest-seed model of every variant, loaded back from its
+saved config and checkpoint.
 """
 import os.path as osp
 import sys
@@ -33,10 +25,7 @@ from attention_figures import (save_matrix_png,  # noqa: E402
                                save_query_overlay)
 
 ATTENTION_BLOCK = 1  # the paper's Fig. 5 shows the second encoder
-
-
-def _fmt(v) -> str:
-    return 'n/a' if v is None or v != v else f'{v:.3f}'
+REGIONS = ('interior', 'border', 'all')
 
 
 def run_instruments(runs: List[dict], canvases: torch.Tensor,
@@ -58,42 +47,30 @@ def run_instruments(runs: List[dict], canvases: torch.Tensor,
         model, _, _ = build_model(osp.join(run['work_dir'], 'config.py'),
                                   osp.join(run['work_dir'], 'checkpoint.pth'))
         backbone = get_backbone(model)
-        last = backbone.num_layers - 1
-        blocks = (0, last)
+        blocks = (0, backbone.num_layers - 1)
         maps = block_features(backbone, images, blocks)
-        probe = {b: position_probe(maps[b]) for b in blocks}
-        equiv = {
-            e['block']: e
-            for e in translation_equivariance(
-                backbone, images, shifts=(1, 2, 3), mode='circular',
-                blocks=blocks)
-        }
+        equiv = {e['block']: e for e in translation_equivariance(
+            backbone, images, shifts=(1, 2, 3), mode='circular',
+            blocks=blocks)}
         attn = attention_maps(backbone, images, ATTENTION_BLOCK)
-        distance = float(np.mean([
-            mean_attention_distance(attn, image=i)
-            for i in range(len(images))
-        ]))
         png = osp.join(run['work_dir'], f'attention_block{ATTENTION_BLOCK}')
-        save_matrix_png(attn.matrix(0, 0), png + '_matrix.png',
-                        f'{name}: block {ATTENTION_BLOCK}, head 0')
+        title = f'{name}: block {ATTENTION_BLOCK}, head 0'
+        save_matrix_png(attn.matrix(0, 0), png + '_matrix.png', title)
         rgb = np.repeat(canvases[0, 0, :, :, None].numpy(), 3, axis=2)
         save_query_overlay(attn, rgb, default_queries(attn),
-                           png + '_queries.png',
-                           title=f'{name}: block {ATTENTION_BLOCK}, head 0')
+                           png + '_queries.png', title=title)
+        probe = {b: position_probe(maps[b]) for b in blocks}
         results[name] = dict(
             seed=run['seed'],
-            position_probe={
-                f'block {b}': {k: probe[b][k]['r2']
-                               for k in ('interior', 'border', 'all')}
-                for b in blocks
-            },
-            equivariance={
-                f'block {b}': {k: equiv[b][k]
-                               for k in ('interior', 'border', 'all')}
-                for b in blocks
-            },
+            position_probe={f'block {b}': {k: probe[b][k]['r2']
+                                           for k in REGIONS}
+                            for b in blocks},
+            equivariance={f'block {b}': {k: equiv[b][k] for k in REGIONS}
+                          for b in blocks},
             attention=dict(block=ATTENTION_BLOCK, head=0,
-                           mean_distance_tokens=distance,
+                           mean_distance_tokens=float(np.mean([
+                               mean_attention_distance(attn, image=i)
+                               for i in range(len(images))])),
                            matrix_png=png + '_matrix.png',
                            queries_png=png + '_queries.png'))
         log(f'[instruments] {name}: done')
@@ -101,6 +78,10 @@ def run_instruments(runs: List[dict], canvases: torch.Tensor,
 
 
 def instruments_markdown(results: dict) -> str:
+
+    def fmt(v) -> str:
+        return 'n/a' if v is None or v != v else f'{v:.3f}'
+
     lines = [
         'Position probe (R^2 of (row, column) from a token; held-out '
         'canvases) and translation equivariance (relative error, circular '
@@ -111,14 +92,9 @@ def instruments_markdown(results: dict) -> str:
         '|---|---:|---:|---:|---:|---:|'
     ]
     for name, r in results.items():
-        p, e = r['position_probe'], r['equivariance']
-        b0, bl = list(p)
-        cells = [
-            f'{_fmt(p[b]["interior"])} / {_fmt(p[b]["border"])}'
-            for b in (b0, bl)
-        ] + [
-            f'{_fmt(e[b]["interior"])} / {_fmt(e[b]["border"])}'
-            for b in (b0, bl)
-        ] + [f'{r["attention"]["mean_distance_tokens"]:.2f}']
+        cells = [f'{fmt(r[k][b]["interior"])} / {fmt(r[k][b]["border"])}'
+                 for k in ('position_probe', 'equivariance')
+                 for b in r[k]]
+        cells.append(f'{r["attention"]["mean_distance_tokens"]:.2f}')
         lines.append(f'| {name} | ' + ' | '.join(cells) + ' |')
     return '\n'.join(lines) + '\n'

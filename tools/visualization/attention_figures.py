@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from mmcpvt.analysis import AttentionMaps
 from mmcpvt.analysis.attention import Query
 
+
 def normalise(x: torch.Tensor) -> np.ndarray:
     """Min-max scaled to [0, 1] (a constant array gives zeros)."""
     x = x.detach().double().cpu().numpy()

@@ -3,16 +3,14 @@ paper's Figs. 5 and 6 (Appendix D.3: normalised attention scores of a head
 of the second encoder, 196 x 196 patch tokens at 224 px), and the attention
 of a few query tokens over the image.
 
-Writes to --out-dir: <image>_block<B>_head<H>_matrix.png (the H*W x H*W
-matrix of the patch tokens, min-max normalised; --with-cls adds the class
-token's row and column first, inside the colour scale), ..._queries.png
-(the input, then each query's attention over the patches, upsampled onto
-the image; default queries: the centre and the top-left patch, and the
-class token if there is one) and, with --save-npy, ..._matrix.npy (the
-softmax weights, rows summing to one). PVT blocks with spatial reduction
-give N x N' matrices over the reduced key map; Swin blocks attend in
-windows: for them only the matrix of the first window is drawn (--save-npy
-keeps every window), the per-query overlay needs global attention.
+Writes to --out-dir: <image>_block<B>_head<H>_matrix.png (the matrix of
+the patch tokens, min-max normalised; --with-cls adds the class token's row
+and column), ..._queries.png (each query's attention upsampled onto the
+image; default queries: the centre and the top-left patch, and the class
+token) and, with --save-npy, ..._matrix.npy (the softmax weights). PVT
+blocks with spatial reduction give N x N' matrices; Swin blocks attend in
+windows: only the first window's matrix is drawn (--save-npy keeps every
+window), and no query overlay.
 
 Examples::
 
@@ -25,7 +23,6 @@ Examples::
         configs/cpvt/deit-tiny_4xb256_in1k.py CKPT demo.jpg --block 2 \\
         --query 7 7 --query 0 13 --query cls --save-npy
 """
-import argparse
 import copy
 import os
 import os.path as osp
@@ -33,8 +30,7 @@ import sys
 
 import numpy as np
 
-# tools/ (common.py), this folder (attention_figures.py) and
-# tools/analysis_tools (analysis_cli.py)
+# tools/ (common.py), this folder and tools/analysis_tools (analysis_cli.py)
 TOOLS = osp.dirname(osp.dirname(osp.abspath(__file__)))
 sys.path.insert(0, TOOLS)
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
@@ -50,48 +46,33 @@ from mmcpvt.analysis import (attention_maps, default_queries,  # noqa: E402
                              list_blocks, mean_attention_distance)
 
 
-def parse_query(parser, values):
-    if values == ['cls']:
-        return 'cls'
-    try:
-        row, col = (int(v) for v in values)
-    except ValueError:
-        parser.error(f'--query takes ROW COL (patch token) or cls, got '
-                     f'{" ".join(values)}')
-    return row, col
-
-
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        description=__doc__.split('\n\n')[0],
-        epilog=__doc__.split('\n\n', 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    cli.add_model_args(parser, checkpoint_required=True)
-    parser.add_argument('image', help='image file; the config\'s test '
-                        'pipeline and data preprocessor prepare it')
-    parser.add_argument('--block', default='1',
-                        help='block: global index or STAGE.BLOCK (default '
-                        '1, the second encoder)')
-    parser.add_argument('--head', type=int, default=0,
-                        help='attention head (default 0)')
-    parser.add_argument(
-        '--query', nargs='+', action='append', metavar='ROW COL',
+    parser = cli.make_parser(__doc__, checkpoint_required=True)
+    add = parser.add_argument
+    add('image', help='image file; the config\'s test pipeline and data '
+        'preprocessor prepare it')
+    add('--block', default='1', help='block: global index or STAGE.BLOCK '
+        '(default 1, the second encoder)')
+    add('--head', type=int, default=0, help='attention head (default 0)')
+    add('--query', nargs='+', action='append', metavar='ROW COL',
         help='a query token: ROW COL of a patch, or cls; repeat for more')
-    parser.add_argument('--out-dir', default='work_dirs/vis_attention',
-                        help='where the files go (default '
-                        'work_dirs/vis_attention)')
-    parser.add_argument('--with-cls', action='store_true',
-                        help='draw the class token\'s row and column too '
-                        '(default: patch tokens only, as the paper)')
-    parser.add_argument('--save-npy', action='store_true',
-                        help='also save the matrix as .npy')
+    add('--out-dir', default='work_dirs/vis_attention',
+        help='where the files go (default work_dirs/vis_attention)')
+    add('--with-cls', action='store_true', help='draw the class token\'s '
+        'row and column too (default: patch tokens only, as the paper)')
+    add('--save-npy', action='store_true',
+        help='also save the matrix as .npy')
     args = parser.parse_args(argv)
-    if not osp.isfile(args.image):
-        parser.error(f'image file not found: {args.image}')
+    common.require(parser, args.image, 'image')
     cli.check_out_dir(parser, '--out-dir', args.out_dir)
-    args.query = None if args.query is None else [
-        parse_query(parser, q) for q in args.query
-    ]
+    for i, q in enumerate(args.query or []):
+        if q == ['cls']:
+            args.query[i] = 'cls'
+        elif len(q) == 2 and all(v.lstrip('-').isdigit() for v in q):
+            args.query[i] = tuple(map(int, q))
+        else:
+            parser.error(f'--query takes ROW COL (patch token) or cls, got '
+                         f'{" ".join(q)}')
     return parser, args
 
 
@@ -159,12 +140,8 @@ def image_from_file(cfg, model, path: str):
         image as the model sees it, for display.
     """
     from mmengine.dataset import Compose
-    if not osp.isfile(path):
-        raise FileNotFoundError(f'image file not found: {path}')
-    pipeline = copy.deepcopy(
-        cfg.get('test_dataloader', {}).get('dataset', {}).get('pipeline'))
-    if not pipeline:
-        pipeline = cfg.get('test_pipeline', None)
+    pipeline = copy.deepcopy(cfg.get('test_dataloader', {}).get(
+        'dataset', {}).get('pipeline') or cfg.get('test_pipeline', None))
     if not pipeline:
         raise ValueError('the config has no test pipeline '
                          '(test_dataloader.dataset.pipeline)')

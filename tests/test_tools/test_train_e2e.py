@@ -124,8 +124,8 @@ def test_train_resume_test(tiny_setup):
                     '--resume', '--cfg-options', 'train_cfg.max_epochs=3')
     assert proc.returncode == 0, explain(proc)
     log = runner_logs(work_dir)
-    assert re.search(r'Auto resumed from the latest checkpoint \S*epoch_2'
-                     r'\.pth', log), log[-3000:]
+    assert re.search(r'Load checkpoint from \S*epoch_2\.pth', log), \
+        log[-3000:]
     assert 'resumed epoch: 2, iter: ' in log
     assert osp.isfile(osp.join(work_dir, 'epoch_3.pth'))
     assert re.search(r'Epoch\(train\)\s+\[3\]', log)

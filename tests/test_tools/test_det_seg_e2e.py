@@ -124,15 +124,20 @@ randomness = dict(seed=0)
 """
 
 
-def test_retinanet_pvt_tiny_peg_train_test(tmp_path):
+def det_config(tmp_path, num_train, num_val, size):
+    """A tiny COCO-layout set under ``tmp_path`` and a RetinaNet config of
+    it (DET_CONFIG); the config's path."""
     data_root = str(tmp_path / 'coco') + '/'
-    make_coco(data_root, num_train=8, num_val=4, size=160, num_classes=K,
-              seed=0)
+    make_coco(data_root, num_train=num_train, num_val=num_val, size=size,
+              num_classes=K, seed=0)
     config = tmp_path / 'retinanet_tiny_test.py'
-    config.write_text(
-        DET_CONFIG.format(
-            base=DET_BASE, data_root=data_root, classes=coco_classes(K),
-            k=K))
+    config.write_text(DET_CONFIG.format(
+        base=DET_BASE, data_root=data_root, classes=coco_classes(K), k=K))
+    return config
+
+
+def test_retinanet_pvt_tiny_peg_train_test(tmp_path):
+    config = det_config(tmp_path, 8, 4, 160)
     work_dir = str(tmp_path / 'work_dir')
 
     proc = run_tool('tools/train.py', str(config), '--work-dir', work_dir)
@@ -196,12 +201,7 @@ def test_mmdet_own_train_py_runs_our_hooks(tmp_path):
     import mmdet
     mmdet_train = osp.join(osp.dirname(mmdet.__file__), '.mim', 'tools',
                            'train.py')
-    data_root = str(tmp_path / 'coco') + '/'
-    make_coco(data_root, num_train=4, num_val=2, size=128, num_classes=K,
-              seed=0)
-    config = tmp_path / 'retinanet_tiny_test.py'
-    config.write_text(DET_CONFIG.format(
-        base=DET_BASE, data_root=data_root, classes=coco_classes(K), k=K))
+    config = det_config(tmp_path, 4, 2, 128)
     work_dir = tmp_path / 'work_dir'
     one_epoch = ['--cfg-options', 'train_cfg.max_epochs=1',
                  'train_cfg.val_interval=1']

@@ -22,14 +22,13 @@ from PIL import Image
 
 from tests.test_analysis.helpers import tool_module
 from tests.test_tools.test_analysis_tools import load_tool
-from tests.test_tools.test_det_seg_e2e import (DET_BASE, DET_CONFIG, K,
-                                               SEG_BASE, SEG_CONFIG)
+from tests.test_tools.test_det_seg_e2e import (K, SEG_BASE, SEG_CONFIG,
+                                               det_config)
 from tests.test_tools.test_train_e2e import BASE_CONFIG, TEST_CONFIG
 from tests.utils import ROOT, explain, run_tool
 
 sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
 from make_ade20k import make_ade20k  # noqa: E402
-from make_coco import coco_classes, make_coco  # noqa: E402
 from make_imagenet import make_imagenet  # noqa: E402
 
 TOOL = 'tools/analysis_tools/eval_resolutions.py'
@@ -106,12 +105,7 @@ def test_cls_sweep_untrained_and_trained(tmp_path):
 
 
 def test_det_sweep(tmp_path):
-    data_root = str(tmp_path / 'coco') + '/'
-    make_coco(data_root, num_train=1, num_val=4, size=160, num_classes=K,
-              seed=0)
-    config = tmp_path / 'retinanet_tiny.py'
-    config.write_text(DET_CONFIG.format(
-        base=DET_BASE, data_root=data_root, classes=coco_classes(K), k=K))
+    config = det_config(tmp_path, 1, 4, 160)
     out = str(tmp_path / 'sweep')
     proc = run_tool(TOOL, str(config), '--no-checkpoint', '--sizes', '96',
                     '128', '--out-dir', out, timeout=TIMEOUT)

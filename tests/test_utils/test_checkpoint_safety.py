@@ -186,15 +186,8 @@ def test_whole_model_load_from(tmp_path):
 def test_test_tool_refuses_a_classifier_checkpoint_for_a_detector(
         tmp_path):
     """It used to exit 0 with mAP 0.000: the neck and head stayed random."""
-    sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
-    from make_coco import coco_classes, make_coco
-
-    from tests.test_tools.test_det_seg_e2e import DET_BASE, DET_CONFIG, K
-    data_root = str(tmp_path / 'coco') + '/'
-    make_coco(data_root, num_train=1, num_val=1, size=64, num_classes=K)
-    config = tmp_path / 'retinanet_tiny.py'
-    config.write_text(DET_CONFIG.format(
-        base=DET_BASE, data_root=data_root, classes=coco_classes(K), k=K))
+    from tests.test_tools.test_det_seg_e2e import det_config
+    config = det_config(tmp_path, 1, 1, 64)
     pvt = _build(dict(type='PVTPEG', arch='tiny', peg_positions=(0, 0, 0, 0),
                       out_type='featmap', out_indices=(0, 1, 2, 3)))
     ckpt = tmp_path / 'pvt_cls.pth'

@@ -3,8 +3,7 @@ class (``dict(kernel_size=Int(1, odd=True), frozen=Flag())``), checked by
 :func:`check_args` when the module is built, never in ``forward``.
 
 Every refusal reads ``{owner}: {name} must be {allowed}, got {value};
-change {where}{name}``: the class, the argument, what is allowed, the value
-given and where to set it. A table entry may be a function of the values
+change {where}{name}``. A table entry may be a function of the values
 checked so far that returns the spec (a range that depends on the arch).
 """
 import inspect
@@ -12,8 +11,8 @@ import numbers
 
 
 def describe(value) -> str:
-    """``value`` as an error shows it: its repr, and its type where the repr
-    alone would hide it (``True (a bool)``, ``'0' (a str)``)."""
+    """``value`` as an error shows it, with its type where the repr alone
+    would hide it (``True (a bool)``, ``'0' (a str)``)."""
     if isinstance(value, (bool, str, float)):
         return f'{value!r} (a {type(value).__name__})'
     return repr(value)
@@ -25,8 +24,8 @@ def is_int(value) -> bool:
 
 
 class Refused(Exception):
-    """A spec's refusal: the error class, the text after the argument's
-    name, and ``sub``, what follows the name (``'[3]'``, ``' of stage 2'``)."""
+    """A refusal: the error class, the text after the argument's name and
+    ``sub``, what follows the name (``'[3]'``, ``' of stage 2'``)."""
 
     def __init__(self, error, text, sub=''):
         super().__init__(text)
@@ -34,8 +33,8 @@ class Refused(Exception):
 
 
 class Spec:
-    """What one argument may be: ``allowed`` in words; calling the spec
-    returns the value (normalised) or raises :class:`Refused`."""
+    """What one argument may be (``allowed``, in words); calling the spec
+    returns the value, normalised, or raises :class:`Refused`."""
     allowed = ''
 
     def refuse(self, value, error=TypeError, got=None) -> Refused:
@@ -52,37 +51,42 @@ class Spec:
             raise
 
 
-class Int(Spec):
-    """An int (not a bool) in ``low`` .. ``high`` (either open), odd if
-    ``odd``; None too if ``none``."""
+class Value(Spec):
+    """A single value: ``is_type(value)`` or a TypeError, then ``ok(value)``
+    or a ValueError; returned as ``norm(value)``. The specs below differ
+    only in these tests and in the words of ``allowed``."""
 
-    def __init__(self, low=None, high=None, odd=False, none=False):
-        self.low, self.high, self.odd, self.none = low, high, odd, none
-        self.range = '' if low is None else f' >= {low}' if high is None \
-            else f' from {low} to {high}'
-        self.allowed = (f'{"None or " if none else ""}an '
-                        f'{"odd " if odd else ""}int{self.range}')
+    def __init__(self, allowed, is_type, ok=None, norm=None):
+        self.allowed, self.is_type, self.ok, self.norm = (allowed, is_type,
+                                                          ok, norm)
 
     def __call__(self, value):
-        if value is None and self.none:
-            return None
-        if not is_int(value):
+        if not self.is_type(value):
             raise self.refuse(value)
-        if (self.low is not None and value < self.low) or (
-                self.high is not None and value > self.high) or (
-                    self.odd and value % 2 == 0):
+        if self.ok is not None and not self.ok(value):
             raise self.refuse(value, ValueError)
-        return int(value)
+        return value if self.norm is None else self.norm(value)
+
+
+def Int(low=None, high=None, odd=False, none=False) -> Value:
+    """An int in ``low`` .. ``high`` (either open), odd if ``odd``; None
+    too if ``none``."""
+    within = ('' if low is None else f' >= {low}' if high is None else
+              f' from {low} to {high}')
+    return Value(
+        f'{"None or " if none else ""}an {"odd " if odd else ""}int{within}',
+        lambda v: is_int(v) or (none and v is None),
+        lambda v: v is None or ((low is None or v >= low) and (
+            high is None or v <= high) and not (odd and v % 2 == 0)))
 
 
 class Ints(Spec):
-    """A sequence of ints (of ``length`` entries, if given), each
-    ``Int(low)``: one per stage."""
+    """A sequence of ints >= 1 (of ``length`` entries, if given)."""
 
-    def __init__(self, low=None, length=None):
-        self.item, self.length = Int(low), length
+    def __init__(self, length=None):
+        self.length = length
         self.allowed = (f'a sequence of {f"{length} " if length else ""}'
-                        f'ints{self.item.range}')
+                        f'ints >= 1')
 
     def __call__(self, value):
         if not isinstance(value, (tuple, list)):
@@ -90,56 +94,37 @@ class Ints(Spec):
         if self.length is not None and len(value) != self.length:
             raise self.refuse(value, ValueError)
         return tuple(
-            self.nested(self.item, v, f'[{i}]') for i, v in enumerate(value))
+            self.nested(Int(1), v, f'[{i}]') for i, v in enumerate(value))
 
 
-class Size(Spec):
-    """An image size: an int >= 1 or an (H, W) pair of them."""
-    allowed = 'an int or an (H, W) pair of ints >= 1'
+def Size() -> Value:
+    """An image size: an int >= 1 or an (H, W) pair of them, as a pair."""
+    def pair(v):
+        return (v, v) if is_int(v) else v
 
-    def __call__(self, value):
-        value = (value, value) if is_int(value) else value
-        if not isinstance(value, (tuple, list)) or len(value) != 2:
-            raise self.refuse(value)
-        return Ints(1)(value)
+    return Value('an int or an (H, W) pair of ints >= 1',
+                 lambda v: isinstance(pair(v), (tuple, list)) and len(
+                     pair(v)) == 2 and all(map(is_int, pair(v))),
+                 lambda v: min(pair(v)) >= 1, lambda v: tuple(pair(v)))
 
 
-class Rate(Spec):
+def Rate() -> Value:
     """A dropout or stochastic-depth rate: 1 would drop everything."""
-    allowed = 'a number in [0, 1) (a probability; 0 turns it off)'
-
-    def __call__(self, value):
-        if not isinstance(value, numbers.Real) or isinstance(value, bool):
-            raise self.refuse(value)
-        if not 0 <= value < 1:
-            raise self.refuse(value, ValueError)
-        return float(value)
+    return Value('a number in [0, 1) (a probability; 0 turns it off)',
+                 lambda v: isinstance(v, numbers.Real) and not isinstance(
+                     v, bool), lambda v: 0 <= v < 1, float)
 
 
-class Flag(Spec):
+def Flag(none=False) -> Value:
     """A bool (a str such as 'False' would read as True); None too if
     ``none``."""
-
-    def __init__(self, none=False):
-        self.none = none
-        self.allowed = 'True, False or None' if none else 'True or False'
-
-    def __call__(self, value):
-        if not isinstance(value, bool) and not (value is None and self.none):
-            raise self.refuse(value)
-        return value
+    return Value('True, False or None' if none else 'True or False',
+                 lambda v: isinstance(v, bool) or (none and v is None))
 
 
-class Choice(Spec):
+def Choice(*options) -> Value:
     """One of ``options``."""
-
-    def __init__(self, *options):
-        self.options, self.allowed = options, f'one of {options}'
-
-    def __call__(self, value):
-        if value not in self.options:
-            raise self.refuse(value, ValueError)
-        return value
+    return Value(f'one of {options}', lambda v: True, lambda v: v in options)
 
 
 class Indices(Spec):
@@ -201,9 +186,9 @@ class StagePositions(Spec):
 
 
 class Cfg(Spec):
-    """None or a dict of extra arguments of ``cls``, as a dict: a key that
-    ``cls`` does not take (a misspelt ``kernal_size``) or that the owner
-    passes itself (``set_by_owner``) is refused."""
+    """None or a dict of extra arguments of ``cls``: a key that ``cls``
+    does not take (a misspelt ``kernal_size``) or that the owner passes
+    itself (``set_by_owner``) is refused."""
 
     def __init__(self, cls, set_by_owner=()):
         self.cls, self.owned = cls, set_by_owner
@@ -250,7 +235,7 @@ class Arch(Spec):
             raise Refused(ValueError, f'lacks the keys {missing}' if missing
                           else f'has unknown key(s) {unknown}, which it does '
                           f'not read; it takes {self.keys}')
-        out = {k: self.nested(Ints(1) if isinstance(self.template[k], list)
+        out = {k: self.nested(Ints() if isinstance(self.template[k], list)
                               else Int(1), value[k], f' {k}')
                for k in self.keys}
         lengths = {k: len(v) for k, v in out.items() if isinstance(v, tuple)}
@@ -263,7 +248,7 @@ class Arch(Spec):
 def check_args(owner: str, values: dict, specs: dict,
                where: str = 'model.backbone.') -> dict:
     """The ``values`` (an ``__init__``'s ``locals()``) named in ``specs``,
-    each checked by its spec and normalised. Specs given as functions of
+    each checked by its spec and normalised; specs given as functions of
     the values checked so far are resolved last."""
     out = {}
     for name in sorted(specs, key=lambda n: not isinstance(specs[n], Spec)):

@@ -1,6 +1,8 @@
-"""What every mmcpvt backbone shares: initialisation, checkpoint conversion,
-argument and input checks, PEG placement, gradient checkpointing, freezing."""
+"""What every mmcpvt backbone shares: its common arguments, initialisation,
+checkpoint conversion, input checks, PEG placement, gradient checkpointing
+and freezing."""
 import math
+import os.path as osp
 
 import torch
 import torch.nn as nn
@@ -13,7 +15,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from mmcpvt.utils.checkpoint import (CheckpointMismatchError,
                                      check_checkpoint, checkpoint_state_dict,
-                                     require_file, weights_only_loads)
+                                     weights_only_loads)
 from mmcpvt.utils.convert import CONVERTERS, detect_family, unwrap
 from mmcpvt.utils.state_dict import (USUAL_CAUSES, KeyMatch,
                                      check_state_dict_fits)
@@ -41,33 +43,34 @@ def patch_embed(in_channels: int, embed_dims: int, patch_size: int,
 class BaseBackbone(BaseModule):
     """Base of the CPVT / PVTPEG / SwinPEG backbones.
 
-    ``init_cfg=None`` (the default) gives the transformer initialisation of
-    DeiT / PVT / Twins: truncated normal (std .02) for linear layers, class
-    tokens and position tables, ones/zeros for norms, fan-out normal for
-    convolutions. A ``Pretrained`` ``init_cfg`` loads a checkpoint on top
-    (``weights_only`` whatever its scheme), e.g. an ImageNet classifier with
-    ``prefix='backbone.'``. Official / timm checkpoints of
-    ``checkpoint_family`` are converted when loaded (a state-dict pre-hook).
-    A checkpoint that gives the backbone fewer than half of its tensors is
-    refused, naming the mismatched keys and the likely cause; a partial load
-    (new PEGs) logs the missing keys, which keep the transformer init.
+    The arguments they share (defaults in each signature): ``in_channels``;
+    ``peg_positions`` (-1: before the first block, ``i``: after block
+    ``i``; one entry per stage for backbones in stages, ``()`` for none);
+    ``peg_cfg`` (extra :class:`ConditionalPositionEncoding` arguments);
+    ``out_indices``; ``qkv_bias``; ``drop_rate``, ``attn_drop_rate`` and
+    ``drop_path_rate`` (rising linearly over the blocks); ``norm_cfg``;
+    ``frozen_stages`` (-1: none; ``n``: the patch embedding and the first
+    ``n`` encoders or stages, with their PEGs); ``norm_eval`` (BatchNorm
+    layers, in PEGs with ``norm_cfg``, stay in eval mode); ``with_cp``
+    (gradient checkpointing of the blocks); ``init_cfg``.
 
-    Arguments are checked when the backbone is built against the table
-    ``ARGS`` (see :mod:`mmcpvt.models.checks`). ``forward`` checks its input
-    in one branch (:meth:`_check_input`): a (B, in_channels, H, W) tensor of
-    the weights' floating dtype (any, under autocast), at least
-    ``min_input_size`` px a side (1 unless a PEG needs a larger token map).
-    ``norm_eval`` keeps BatchNorm layers (PEGs with ``norm_cfg``) in eval
-    mode during training.
+    ``init_cfg=None`` gives the transformer init of DeiT / PVT / Twins
+    (truncated normal, std .02, for linear layers, class tokens and tables;
+    ones/zeros for norms; fan-out normal for convolutions). A ``Pretrained``
+    one loads a checkpoint on top (``weights_only``, whatever its scheme),
+    e.g. a classifier's with ``prefix='backbone.'``; official / timm ones of
+    ``checkpoint_family`` are converted as they load. What a partial load
+    (new PEGs) lacks keeps the transformer init; less than half is refused.
+
+    Arguments are checked against ``ARGS`` when the backbone is built
+    (:mod:`mmcpvt.models.checks`); ``forward`` takes a (B, in_channels, H,
+    W) tensor of the weights' floating dtype (any, under autocast), at least
+    ``min_input_size`` px a side.
     """
-    norm_eval = False
-    in_channels = 3
-    min_input_size = 1  # px a side; set by _find_min_input_size
     checkpoint_family = None  # see mmcpvt.utils.convert
     # Whether a PEG may shrink the token map (``peg_cfg`` padding below
     # (k-1)/2): only where the backbone threads the new map size through.
     pegs_may_shrink = False
-    # The arguments several backbones take, by name.
     ARGS = dict(
         **dict.fromkeys(('in_channels', 'patch_size', 'window_size',
                          'mlp_ratio'), Int(1)),
@@ -79,25 +82,22 @@ class BaseBackbone(BaseModule):
         peg_cfg=Cfg(ConditionalPositionEncoding, set_by_owner=(
             'in_channels', 'embed_dims', 'stride', 'num_extra_tokens')),
         rpe_cfg=Cfg(RelativePositionEncoding2d, set_by_owner=('head_dims', )))
-    # The arguments of backbones in stages, whose counts come from
-    # ``arch`` depths.
+    # The arguments of backbones in stages, counted from ``arch`` depths.
     STAGE_ARGS = dict(
-        patch_sizes=lambda a: Ints(1, length=len(a['arch']['depths'])),
+        patch_sizes=lambda a: Ints(len(a['arch']['depths'])),
         peg_positions=lambda a: StagePositions(a['arch']['depths']),
         out_indices=lambda a: out_indices(len(a['arch']['depths']), 'stages'),
         frozen_stages=lambda a: Int(-1, len(a['arch']['depths'])))
+    # Checked arguments kept as attributes (``arch`` as ``arch_settings``).
+    KEPT_ARGS = ('in_channels', 'patch_size', 'patch_sizes', 'img_size',
+                 'out_type', 'out_indices', 'peg_positions',
+                 'pos_embed_positions', 'frozen_stages', 'norm_eval',
+                 'with_cp')
 
     def __init__(self, init_cfg=None):
         super().__init__(init_cfg=init_cfg)
         self._register_load_state_dict_pre_hook(self._convert_official_keys)
         self._register_load_state_dict_pre_hook(self._check_checkpoint_fits)
-
-    # Checked arguments kept as attributes of the same name (``arch``: as
-    # ``arch_settings``).
-    KEPT_ARGS = ('in_channels', 'patch_size', 'patch_sizes', 'img_size',
-                 'out_type', 'out_indices', 'peg_positions',
-                 'pos_embed_positions', 'frozen_stages', 'norm_eval',
-                 'with_cp')
 
     def _check_args(self, values: dict) -> dict:
         """The arguments in ``values`` (``locals()`` of ``__init__``) that
@@ -147,17 +147,14 @@ class BaseBackbone(BaseModule):
         pretrained = [c for c in cfgs
                       if isinstance(c, dict) and c.get('type') == 'Pretrained']
         for cfg in pretrained:
-            path = cfg.get('checkpoint')
-            try:
-                require_file(path or '')
-            except FileNotFoundError:
+            path = cfg.get('checkpoint') or ''
+            if '://' not in path and not osp.isfile(path):
                 raise FileNotFoundError(
                     f'{owner}: init_cfg asks for the pretrained checkpoint '
-                    f'{path!r}, which does not exist. Train or convert one '
-                    f'(see tools/model_converters), point model.backbone.'
-                    f'init_cfg.checkpoint at it, or start from random weights '
-                    f'with --cfg-options model.backbone.init_cfg=None'
-                ) from None
+                    f'{path!r}, which does not exist. Point model.backbone.'
+                    f'init_cfg.checkpoint at a trained or converted one (see '
+                    f'tools/model_converters), or start from random weights '
+                    f'with --cfg-options model.backbone.init_cfg=None')
             if '://' not in path:  # a bad local file named, before loading
                 check_checkpoint(path, state_dict=True)
         if not self._is_init:
@@ -168,14 +165,10 @@ class BaseBackbone(BaseModule):
             with weights_only_loads():
                 super().init_weights()
         except CheckpointMismatchError as e:
-            where = ', '.join(repr(c.get('checkpoint')) + (
-                f' (prefix {c["prefix"]!r})' if c.get('prefix') else '')
-                              for c in pretrained)
+            where = ', '.join(repr(c['checkpoint']) for c in pretrained)
             raise CheckpointMismatchError(
                 f'{owner}: init_cfg Pretrained {where}: {e}') from None
-        except AssertionError:
-            # mmengine's PretrainedInit asserts that a prefix occurs: find
-            # the prefix that does not, by the checkpoint's keys
+        except AssertionError:  # mmengine's: a prefix that no key has
             for cfg in [c for c in pretrained if c.get('prefix')]:
                 keys = checkpoint_state_dict(cfg['checkpoint'])
                 if not any(k.startswith(cfg['prefix']) for k in keys):
@@ -183,21 +176,19 @@ class BaseBackbone(BaseModule):
             raise
 
     def _prefix_not_found(self, cfg, keys) -> CheckpointMismatchError:
-        """The error for an init_cfg ``prefix`` that no key starts with."""
-        owner, family = type(self).__name__, self.checkpoint_family
         match = KeyMatch(self.state_dict(), keys)
-        if detect_family(keys) == family:
-            hint = (f'it is an official {family} checkpoint, which {owner} '
-                    f'converts when it loads: leave prefix out')
-        elif len(match.matched) * 2 >= match.total:
-            hint = 'its keys are the backbone\'s own: leave prefix out'
+        if detect_family(keys) == self.checkpoint_family or len(
+                match.matched) * 2 >= match.total:
+            hint = ('its keys are the backbone\'s own, or those of an '
+                    'official checkpoint it converts: leave prefix out')
         else:
             hint = '; or '.join(match.likely_causes()) or USUAL_CAUSES
         return CheckpointMismatchError(
-            f'{owner}: init_cfg Pretrained {cfg["checkpoint"]!r}: no key of '
-            f'the checkpoint starts with prefix={cfg["prefix"]!r} (it has '
-            f'{len(keys)} tensors, e.g. {", ".join(list(keys)[:3])}). '
-            f'Likely: {hint}. Change model.backbone.init_cfg.prefix.')
+            f'{type(self).__name__}: init_cfg Pretrained '
+            f'{cfg["checkpoint"]!r}: no key of the checkpoint starts with '
+            f'prefix={cfg["prefix"]!r} (it has {len(keys)} tensors, e.g. '
+            f'{", ".join(list(keys)[:3])}). Likely: {hint}. Change '
+            f'model.backbone.init_cfg.prefix.')
 
     def _default_init(self):
         for m in self.modules():
@@ -223,10 +214,9 @@ class BaseBackbone(BaseModule):
 
     def _build_pegs(self, positions, embed_dims: int, peg_cfg: dict,
                     num_extra_tokens: int = 0) -> ModuleDict:
-        """A PEG per position, for tokens with ``num_extra_tokens`` class
-        tokens. The keys are the positions as written in the config ('0'
-        follows block 0, '-1' comes before the first block) and so appear
-        in checkpoints (``pegs.-1.proj.0.weight``)."""
+        """A PEG per position, keyed as written in the config, so that
+        checkpoints read ``pegs.-1.proj.0.weight`` (before the first
+        block) or ``pegs.0...`` (after block 0)."""
         pegs = ModuleDict({
             str(p): ConditionalPositionEncoding(
                 embed_dims, embed_dims, num_extra_tokens=num_extra_tokens,
@@ -244,33 +234,33 @@ class BaseBackbone(BaseModule):
         return pegs
 
     def _short_peg(self, size: int):
-        """``(name, peg)`` of the first PEG (in the order they run) whose
-        token map is too small for it at a size x size input, else None.
-        Geometry: ``self.pegs`` (a ModuleDict, or one per stage) and
-        ``self.map_strides`` (each stage's patch embedding or merging,
+        """The first PEG (in the order they run) whose token map is too
+        small for it at a size x size input, else None. Geometry:
+        ``self.pegs`` (one ModuleDict, or one per stage) and
+        ``self.map_strides`` (of each stage's patch embedding or merging,
         which pads the bottom/right)."""
-        single = isinstance(self.pegs, ModuleDict)
+        stages = [self.pegs] if isinstance(self.pegs, ModuleDict) else \
+            self.pegs
         side = size
-        for i, (stride, pegs) in enumerate(
-                zip(self.map_strides, [self.pegs] if single else self.pegs)):
+        for stride, pegs in zip(self.map_strides, stages):
             side = -(-side // stride)
-            for j, peg in pegs.items():
+            for peg in pegs.values():
                 if side < peg.min_map_size:
-                    return (f'pegs.{j}' if single else f'pegs.{i}.{j}'), peg
+                    return peg
                 side = peg.out_hw_shape((side, side))[0]
         return None
 
     def _find_min_input_size(self):
         """Set ``min_input_size``, the smallest input side (px) at which
-        every PEG takes the token map it gets, and the reason given when an
-        input is smaller. Searched once, when the backbone is built (map
-        sides grow with the input)."""
+        every PEG takes the map it gets (map sides grow with the input),
+        and the reason given for a smaller input."""
         size = next((s for s in range(1, 1 << 16) if not self._short_peg(s)),
                     1 << 16)
         self.min_input_size = size
         self._too_small = 'an image needs at least one pixel a side'
         if size > 1:
-            name, peg = self._short_peg(size - 1)
+            peg = self._short_peg(size - 1)
+            name = next(n for n, m in self.named_modules() if m is peg)
             m = peg.min_map_size
             self._too_small = (
                 f'{name} ({peg.extra_repr()}) needs a token map of at least '
@@ -281,9 +271,8 @@ class BaseBackbone(BaseModule):
     # -- forward ------------------------------------------------------------
 
     def _check_input(self, x: torch.Tensor):
-        """Refuse an input ``forward`` cannot take, before any layer runs.
-        One branch of comparisons (no loop, no sync); torch.compile
-        specialises it away."""
+        """Refuse an input ``forward`` cannot take, before any layer runs,
+        in one branch of comparisons that torch.compile specialises away."""
         if not isinstance(x, torch.Tensor) or x.dim() != 4 or x.shape[
                 1] != self.in_channels or min(
                     x.shape[2], x.shape[3]) < self.min_input_size or (
@@ -293,7 +282,6 @@ class BaseBackbone(BaseModule):
             raise self._bad_input(x)
 
     def _bad_input(self, x) -> Exception:
-        """The error for an input :meth:`_check_input` refuses."""
         owner, dtype = type(self).__name__, next(self.parameters()).dtype
         want = (f'{owner} takes images as a float tensor (B, C, H, W) with '
                 f'C = in_channels = {self.in_channels}')
@@ -324,15 +312,14 @@ class BaseBackbone(BaseModule):
                           f'small: {self._too_small}')
 
     def _run_block(self, block, x, *args):
-        """``block(x, *args)``, with gradient checkpointing when ``with_cp``
-        is set and training."""
+        """``block(x, *args)``, checkpointed with ``with_cp`` in training."""
         if self.with_cp and self.training and x.requires_grad:
             return cp.checkpoint(block, x, *args, use_reentrant=False)
         return block(x, *args)
 
     def _run_stage(self, blocks, pegs, x, hw_shape):
-        """Run ``blocks`` on the tokens ``x``, with the PEG of position
-        ``j`` after block ``j`` (``BEFORE_FIRST_BLOCK``: before block 0)."""
+        """``blocks`` on the tokens ``x``, with the PEG of position ``j``
+        after block ``j`` (``BEFORE_FIRST_BLOCK``: before block 0)."""
         if str(BEFORE_FIRST_BLOCK) in pegs:
             x = pegs[str(BEFORE_FIRST_BLOCK)](x, hw_shape)
         for j, block in enumerate(blocks):
@@ -343,20 +330,12 @@ class BaseBackbone(BaseModule):
 
     # -- freezing -----------------------------------------------------------
 
-    def _frozen_modules(self) -> list:
-        """The modules ``frozen_stages`` freezes (backbones list them)."""
-        return []
-
-    def _freeze_stages(self):
-        """Put the frozen modules in eval mode without gradients."""
-        for m in self._frozen_modules():
+    def train(self, mode: bool = True):
+        super().train(mode)
+        for m in self._frozen_modules():  # each backbone's frozen_stages
             m.requires_grad_(False)
             if isinstance(m, nn.Module):
                 m.eval()
-
-    def train(self, mode: bool = True):
-        super().train(mode)
-        self._freeze_stages()
         if mode and self.norm_eval:
             for m in self.modules():
                 if isinstance(m, _BatchNorm):

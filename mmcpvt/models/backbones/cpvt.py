@@ -35,18 +35,13 @@ class CPVT(BaseBackbone):
         img_size (int | tuple): Training input size; only the learned
             position table depends on it. Defaults to 224.
         patch_size (int): Patch size. Defaults to 16.
-        in_channels (int): Input channels. Defaults to 3.
-        peg_positions (Sequence[int]): Where PEGs go: ``i`` = after encoder
-            ``i``, ``-1`` = before the first encoder. ``(0,)`` is CPVT,
-            ``(0, 1, 2, 3, 4)`` the paper's double-dagger models, ``()`` no
-            PEG. Defaults to ``(0,)``.
-        peg_cfg (dict, optional): Extra arguments of every
-            :class:`ConditionalPositionEncoding`. With ``padding`` below
-            (k-1)/2 a PEG shrinks the token map, and what follows takes the
-            smaller map. Defaults to None.
+        peg_positions (Sequence[int]): ``(0,)`` is CPVT, ``(0, 1, 2, 3, 4)``
+            the paper's double-dagger models, ``()`` no PEG. With ``peg_cfg``
+            ``padding`` below (k-1)/2 a PEG shrinks the token map, and what
+            follows takes the smaller map. Defaults to ``(0,)``.
         pos_embed (str): Absolute position embedding: 'none', 'learned'
-            (DeiT's table, resized bicubically when the map size differs from
-            the one at ``img_size``) or 'sincos2d'. Defaults to 'none'.
+            (DeiT's table, resized bicubically to other map sizes) or
+            'sincos2d'. Defaults to 'none'.
         pos_embed_positions (Sequence[int]): Where ``pos_embed`` is added,
             as ``peg_positions`` (before a PEG at the same place), each with
             a table of its own: ``pos_embed`` at -1 (DeiT's key),
@@ -59,39 +54,22 @@ class CPVT(BaseBackbone):
             of the patch tokens, CPVT-GAP) or 'featmap' (B, C, H, W).
             Defaults to 'cls_token'.
         with_cls_token (bool, optional): A class token; None: only with
-            ``out_type='cls_token'`` (CPVT-GAP has none). Defaults to None.
-        out_indices (int | Sequence[int]): Encoders whose outputs are
-            returned. Defaults to -1.
-        drop_rate (float): Dropout rate. Defaults to 0.
-        attn_drop_rate (float): Attention dropout rate. Defaults to 0.
-        drop_path_rate (float): Stochastic depth, linearly increasing over
-            the encoders up to this value. Defaults to 0.
-        qkv_bias (bool): Bias in q/k/v. Defaults to True.
-        norm_cfg (dict): Norms. Defaults to ``dict(type='LN', eps=1e-6)``.
+            ``out_type='cls_token'``. Defaults to None.
         final_norm (bool): Norm after the last encoder. Defaults to True.
-        frozen_stages (int): Freeze the patch embedding, class token and
-            first table (0), and the first ``frozen_stages`` encoders with the
-            PEGs and tables after them; -1 freezes nothing. Defaults to -1.
-        norm_eval (bool): Keep BatchNorm layers (``peg_cfg`` with
-            ``norm_cfg=dict(type='BN')``) in eval mode during training.
-            Defaults to False.
-        with_cp (bool): Gradient checkpointing of the encoders.
-            Defaults to False.
-        init_cfg (dict | list[dict], optional): Initialization config (see
-            :class:`BaseBackbone`). Defaults to None.
+
+    ``frozen_stages`` also freezes the class token and the tables before
+    and after the frozen encoders. Other arguments: see
+    :class:`BaseBackbone`.
     """
     checkpoint_family = 'deit'
     pegs_may_shrink = True
-    arch_zoo = {
-        **dict.fromkeys(['t', 'tiny', 'deit-tiny'], dict(
-            embed_dims=192, num_layers=12, num_heads=3,
-            feedforward_channels=192 * 4)),
-        **dict.fromkeys(['s', 'small', 'deit-small'], dict(
-            embed_dims=384, num_layers=12, num_heads=6,
-            feedforward_channels=384 * 4)),
-        **dict.fromkeys(['b', 'base', 'deit-base'], dict(
-            embed_dims=768, num_layers=12, num_heads=12,
-            feedforward_channels=768 * 4)),
+    arch_zoo = {  # DeiT's: 64-dimensional heads, 4x FFN
+        name: dict(embed_dims=dims, num_layers=12, num_heads=dims // 64,
+                   feedforward_channels=4 * dims)
+        for names, dims in [(('t', 'tiny', 'deit-tiny'), 192),
+                            (('s', 'small', 'deit-small'), 384),
+                            (('b', 'base', 'deit-base'), 768)]
+        for name in names
     }
     block_cls = TransformerBlock
     ARGS = dict(
@@ -136,7 +114,6 @@ class CPVT(BaseBackbone):
                              f"positions=() adds no embedding; give positions")
         self.with_cls_token = with_cls_token
         self.num_extra_tokens = int(with_cls_token)
-        self.final_norm = final_norm
         self.map_strides = (patch_size, )  # see _short_peg
 
         self.patch_embed = patch_embed(in_channels, self.embed_dims,
@@ -144,10 +121,9 @@ class CPVT(BaseBackbone):
         if with_cls_token:
             self.cls_token = nn.Parameter(torch.zeros(1, 1, self.embed_dims))
         # DeiT's table, before the first encoder
-        self.pos_embed = None
-        if BEFORE_FIRST_BLOCK in self.pos_embed_positions:
-            self.pos_embed = self._build_pos_embed(
-                pos_embed, self.patch_embed.init_out_size)
+        self.pos_embed = self._build_pos_embed(
+            pos_embed if BEFORE_FIRST_BLOCK in self.pos_embed_positions else
+            'none', self.patch_embed.init_out_size)
         self.drop_after_pos = nn.Dropout(p=drop_rate)
 
         # 'pegs.0' follows encoder 0
@@ -155,11 +131,14 @@ class CPVT(BaseBackbone):
                                      args['peg_cfg'], self.num_extra_tokens)
         # 'pos_embeds.0' follows encoder 0; a learned table is made for the
         # map it gets at img_size (smaller after a PEG without padding)
-        map_sizes = self._map_sizes(self.patch_embed.init_out_size)
-        self.pos_embeds = ModuleDict({
-            str(p): self._build_pos_embed(pos_embed, map_sizes[p])
-            for p in self.pos_embed_positions if p != BEFORE_FIRST_BLOCK
-        })
+        self.pos_embeds = ModuleDict()
+        hw_shape = self.patch_embed.init_out_size
+        for p in range(self.num_layers):
+            if str(p - 1) in self.pegs:  # the PEG before this position
+                hw_shape = self.pegs[str(p - 1)].out_hw_shape(hw_shape)
+            if p in self.pos_embed_positions:
+                self.pos_embeds[str(p)] = self._build_pos_embed(
+                    pos_embed, hw_shape)
 
         dpr = torch.linspace(0, drop_path_rate, self.num_layers).tolist()
         self.layers = ModuleList([
@@ -173,7 +152,7 @@ class CPVT(BaseBackbone):
         self.norm = build_norm_layer(
             norm_cfg, self.embed_dims)[1] if final_norm else nn.Identity()
         self._find_min_input_size()
-        self._freeze_stages()
+        self.train(self.training)
 
     def _build_pos_embed(self, kind: str, grid_size):
         """The absolute position embedding of one position (None for
@@ -185,16 +164,6 @@ class CPVT(BaseBackbone):
             return SinCos2dPositionEmbedding(self.embed_dims,
                                              self.num_extra_tokens)
         return None
-
-    def _map_sizes(self, hw_shape) -> dict:
-        """The token map (H, W) at each position (-1 .. num_layers - 1),
-        before its PEG, for a patch-embedding map ``hw_shape``."""
-        sizes = {}
-        for position in range(BEFORE_FIRST_BLOCK, self.num_layers):
-            sizes[position] = tuple(hw_shape)
-            if str(position) in self.pegs:
-                hw_shape = self.pegs[str(position)].out_hw_shape(hw_shape)
-        return sizes
 
     def _frozen_modules(self) -> list:
         if self.frozen_stages < 0:
@@ -220,18 +189,15 @@ class CPVT(BaseBackbone):
         return nlc_to_nchw(x[:, n:], hw_shape).contiguous()
 
     def _add_pos_embed(self, position: int, x: torch.Tensor, hw_shape):
-        """The tokens plus the absolute position embedding at ``position``
-        (if any)."""
-        if position == BEFORE_FIRST_BLOCK:
-            return x if self.pos_embed is None else self.pos_embed(x, hw_shape)
-        if str(position) in self.pos_embeds:
-            x = self.pos_embeds[str(position)](x, hw_shape)
-        return x
+        """The tokens plus the position embedding at ``position``, if any."""
+        pe = self.pos_embed if position == BEFORE_FIRST_BLOCK else getattr(
+            self.pos_embeds, str(position), None)
+        return x if pe is None else pe(x, hw_shape)
 
     def _apply_peg(self, position: int, x: torch.Tensor, hw_shape):
         """The tokens after the PEG at ``position`` (if any), the extra
-        arguments of the next encoder (none here; see CPVTQKOnly) and the
-        (H, W) of the token map after the PEG."""
+        arguments of the next encoder (see CPVTQKOnly) and the map's new
+        (H, W)."""
         if str(position) not in self.pegs:
             return x, (), hw_shape
         peg = self.pegs[str(position)]

@@ -19,8 +19,7 @@ class QKPosAttention(Attention):
     """Attention whose queries and keys see ``x + qk_pos`` and whose values
     see ``x`` (no spatial reduction)."""
 
-    def forward(self,
-                x: torch.Tensor,
+    def forward(self, x: torch.Tensor,
                 hw_shape: Optional[Sequence[int]] = None,
                 qk_pos: Optional[torch.Tensor] = None) -> torch.Tensor:
         if qk_pos is None:
@@ -35,16 +34,10 @@ class QKPosAttention(Attention):
 
 
 class QKPosBlock(TransformerBlock):
-    """The transformer block with :class:`QKPosAttention`; ``qk_pos`` is
-    added to the normed tokens that make queries and keys."""
+    """The transformer block with :class:`QKPosAttention`: ``qk_pos``,
+    passed after ``hw_shape``, is added to the normed tokens that make
+    queries and keys."""
     attn_cls = QKPosAttention
-
-    def forward(self,
-                x: torch.Tensor,
-                hw_shape: Optional[Sequence[int]] = None,
-                qk_pos: Optional[torch.Tensor] = None) -> torch.Tensor:
-        x = x + self.drop_path(self.attn(self.ln1(x), hw_shape, qk_pos))
-        return x + self.drop_path(self.ffn(self.ln2(x)))
 
 
 @register_model

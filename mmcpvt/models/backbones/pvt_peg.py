@@ -35,58 +35,34 @@ class PVTPEG(BaseBackbone):
             's' / 'm' / 'l'), or a dict with keys ``embed_dims``,
             ``num_heads``, ``mlp_ratios``, ``depths``, ``sr_ratios`` (one
             entry per stage). Defaults to 'tiny'.
-        in_channels (int): Input channels. Defaults to 3.
         patch_sizes (Sequence[int]): Patch size (= stride) of each stage's
             patch embedding. Defaults to (4, 2, 2, 2).
-        peg_positions (Sequence): Per stage, the block(s) after which a PEG
-            goes: an int, a tuple of ints (-1 = before the first block), or
-            ``()`` for none. Defaults to ``(0, 0, 0, 0)``.
-        peg_cfg (dict, optional): Extra arguments of every
-            :class:`ConditionalPositionEncoding`. Defaults to None.
         pos_embed (str): 'none' or 'learned' (PVT's per-stage tables, resized
-            bicubically when the input size changes; the baseline).
-            Defaults to 'none'.
+            bicubically to other sizes; the baseline). Defaults to 'none'.
         img_size (int | tuple): Input size the learned tables are made for.
             Defaults to 224.
         out_type (str): 'avg_featmap' (global average pooling of the last
             stage: PVT+PEG+GAP), 'cls_token' (PVT's class token, added in the
             last stage) or 'featmap' (NCHW maps of ``out_indices``, for
             detection and segmentation). Defaults to 'featmap'.
-        out_indices (Sequence[int]): Stages whose outputs are returned when
-            ``out_type='featmap'``. Defaults to (0, 1, 2, 3).
-        qkv_bias (bool): Bias in q/k/v. Defaults to True.
-        drop_rate (float): Dropout rate. Defaults to 0.
-        attn_drop_rate (float): Attention dropout rate. Defaults to 0.
-        drop_path_rate (float): Stochastic depth, linearly increasing over
-            all blocks. Defaults to 0.1.
-        norm_cfg (dict): Norm layers. Defaults to ``dict(type='LN')``.
         norm_after_stage (bool): A norm at the end of every stage; without,
             only the last stage is normed (PVT / Twins classification).
             Defaults to False.
-        frozen_stages (int): Number of leading stages (each with its patch
-            embedding) to freeze, up to the number of stages; -1 or 0
-            freezes nothing. Defaults to -1.
-        norm_eval (bool): Keep BatchNorm layers (stacked-PEG variants) in
-            eval mode during training. Defaults to False.
-        with_cp (bool): Gradient checkpointing of the blocks.
-            Defaults to False.
-        init_cfg (dict | list[dict], optional): Initialization config (see
-            :class:`BaseBackbone`). Defaults to None.
+
+    A frozen stage includes its patch embedding. Other arguments: see
+    :class:`BaseBackbone`.
     """
     checkpoint_family = 'twins'
-    arch_zoo = {
-        **dict.fromkeys(['t', 'tiny'], {'depths': [2, 2, 2, 2]}),
-        **dict.fromkeys(['s', 'small'], {'depths': [3, 4, 6, 3]}),
-        **dict.fromkeys(['m', 'medium'], {'depths': [3, 4, 18, 3]}),
-        **dict.fromkeys(['l', 'large'], {'depths': [3, 8, 27, 3]}),
+    arch_zoo = {  # PVT v1: the stage widths are shared, the depths differ
+        name: dict(depths=depths, embed_dims=[64, 128, 320, 512],
+                   num_heads=[1, 2, 5, 8], mlp_ratios=[8, 8, 4, 4],
+                   sr_ratios=[8, 4, 2, 1])
+        for names, depths in [(('t', 'tiny'), [2, 2, 2, 2]),
+                              (('s', 'small'), [3, 4, 6, 3]),
+                              (('m', 'medium'), [3, 4, 18, 3]),
+                              (('l', 'large'), [3, 8, 27, 3])]
+        for name in names
     }
-    for _settings in arch_zoo.values():
-        _settings.update(
-            embed_dims=[64, 128, 320, 512],
-            num_heads=[1, 2, 5, 8],
-            mlp_ratios=[8, 8, 4, 4],
-            sr_ratios=[8, 4, 2, 1])
-    del _settings
     ARGS = dict(BaseBackbone.ARGS, **BaseBackbone.STAGE_ARGS,
                 arch=Arch(arch_zoo),
                 out_type=Choice('featmap', 'avg_featmap', 'cls_token'),
@@ -116,11 +92,13 @@ class PVTPEG(BaseBackbone):
                              f"1 in the last stage, got arch sr_ratios "
                              f"{s['sr_ratios']}; change model.backbone.arch")
 
-        dpr = torch.linspace(0, drop_path_rate, sum(s['depths'])).tolist()
+        dpr = iter(torch.linspace(0, drop_path_rate,
+                                  sum(s['depths'])).tolist())
         self.pos_embeds = ModuleList() if pos_embed == 'learned' else None
-        (self.patch_embeds, self.pos_drops, self.stages, self.pegs,
-         self.norms) = (ModuleList() for _ in range(5))
-        in_dims, stride, cur = in_channels, 1, 0
+        self.drop_after_pos = nn.Dropout(drop_rate)
+        self.patch_embeds, self.stages, self.pegs, self.norms = (
+            ModuleList() for _ in range(4))
+        in_dims, stride = in_channels, 1
         for i in range(self.num_stages):
             dims = self.embed_dims[i]
             stride *= patch_sizes[i]
@@ -132,15 +110,14 @@ class PVTPEG(BaseBackbone):
                 self.pos_embeds.append(
                     LearnedPositionEmbedding(
                         dims, grid, int(last and self.with_cls_token)))
-            self.pos_drops.append(nn.Dropout(drop_rate))
             self.stages.append(
                 ModuleList([
                     TransformerBlock(
                         dims, s['num_heads'][i], dims * s['mlp_ratios'][i],
                         drop_rate=drop_rate, attn_drop_rate=attn_drop_rate,
-                        drop_path_rate=dpr[cur + j], qkv_bias=qkv_bias,
+                        drop_path_rate=next(dpr), qkv_bias=qkv_bias,
                         sr_ratio=s['sr_ratios'][i], norm_cfg=norm_cfg)
-                    for j in range(s['depths'][i])
+                    for _ in range(s['depths'][i])
                 ]))
             # 'pegs.1.0' follows block 0 of stage 1; the class token (if
             # any) joins the tokens in the last stage
@@ -150,11 +127,11 @@ class PVTPEG(BaseBackbone):
             self.norms.append(
                 build_norm_layer(norm_cfg, dims)[1]
                 if norm_after_stage or last else nn.Identity())
-            in_dims, cur = dims, cur + s['depths'][i]
+            in_dims = dims
         if self.with_cls_token:
             self.cls_token = nn.Parameter(torch.zeros(1, 1, dims))
         self._find_min_input_size()
-        self._freeze_stages()
+        self.train(self.training)
 
     def _frozen_modules(self) -> list:
         frozen = []
@@ -175,7 +152,7 @@ class PVTPEG(BaseBackbone):
                 x = torch.cat((self.cls_token.expand(B, -1, -1), x), dim=1)
             if self.pos_embeds is not None:
                 x = self.pos_embeds[i](x, hw_shape)
-            x = self.pos_drops[i](x)
+            x = self.drop_after_pos(x)
             x = self._run_stage(self.stages[i], self.pegs[i], x, hw_shape)
             x = self.norms[i](x)
             if i == self.num_stages - 1 and self.out_type != 'featmap':

@@ -16,37 +16,29 @@ from mmengine.model.weight_init import trunc_normal_
 
 from mmcpvt.registry import register_model
 from ..checks import Arch, Choice
-from ..layers import TransformerBlock, nlc_to_nchw
+from ..layers import (TransformerBlock, nlc_to_nchw,
+                      relative_position_index)
 from .base import BaseBackbone, patch_embed
 
 
 class SwinBlock(TransformerBlock):
-    """A Swin block: the shared transformer block with its attention run in
-    (shifted) windows, plus Swin's relative position bias.
-
-    Args:
-        window_size (int): Window size. Defaults to 7.
-        shift (bool): Shift the windows by half a window. Defaults to False.
-        **kwargs: :class:`TransformerBlock` arguments.
-    """
+    """The shared transformer block with its attention run in windows of
+    ``window_size``, shifted by half a window if ``shift``, plus Swin's
+    relative position bias; other arguments: :class:`TransformerBlock`."""
 
     def __init__(self, *args, window_size: int = 7, shift: bool = False,
                  **kwargs):
         super().__init__(*args, **kwargs)
-        self.window_size = window_size
-        self.shift_size = window_size // 2 if shift else 0
-        num_heads = self.attn.num_heads
+        ws = self.window_size = window_size
+        self.shift_size = ws // 2 if shift else 0
         self.relative_position_bias_table = nn.Parameter(
-            torch.zeros((2 * window_size - 1)**2, num_heads))
+            torch.zeros((2 * ws - 1)**2, self.attn.num_heads))
         trunc_normal_(self.relative_position_bias_table, std=.02)
-        coords = torch.stack(torch.meshgrid(
-            torch.arange(window_size), torch.arange(window_size),
-            indexing='ij')).flatten(1)  # (2, N)
-        rel = (coords[:, :, None] - coords[:, None, :]) + window_size - 1
-        self.register_buffer(
-            'relative_position_index',
-            rel[0] * (2 * window_size - 1) + rel[1],  # (N, N)
-            persistent=False)
+        # Swin's rows are for query - key offsets, those of rpe.py for key -
+        # query: row r here is row (2ws-1)^2 - 1 - r there. (N, N), N = ws^2
+        self.register_buffer('relative_position_index', (2 * ws - 1)**2 - 1 -
+                             relative_position_index((ws, ws), 0, ws - 1),
+                             persistent=False)
 
     def _relative_position_bias(self) -> torch.Tensor:
         N = self.window_size**2
@@ -124,8 +116,7 @@ class SwinBlock(TransformerBlock):
 
     def forward(self, x: torch.Tensor, hw_shape) -> torch.Tensor:
         x = x + self.drop_path(self._window_attention(self.ln1(x), hw_shape))
-        x = x + self.drop_path(self.ffn(self.ln2(x)))
-        return x
+        return x + self.drop_path(self.ffn(self.ln2(x)))
 
 
 class PatchMerging(BaseModule):
@@ -163,45 +154,24 @@ class SwinPEG(BaseBackbone):
         arch (str | dict): 'tiny' / 'small' / 'base' (or 't' / 's' / 'b'),
             or a dict with ``embed_dims``, ``depths``, ``num_heads``.
             Defaults to 'tiny'.
-        in_channels (int): Input channels. Defaults to 3.
         patch_size (int): Patch size. Defaults to 4.
         window_size (int): Window size. Defaults to 7.
         mlp_ratio (int): FFN expansion. Defaults to 4.
-        peg_positions (Sequence): Per stage, the block(s) after which a PEG
-            goes: an int, a tuple (-1 = before the first block) or ``()``.
-            Defaults to ``(0, 0, 0, 0)``.
-        peg_cfg (dict, optional): Extra :class:`ConditionalPositionEncoding`
-            arguments. Defaults to None.
         out_type (str): 'featmap' (NCHW maps of ``out_indices``, each normed,
             for dense tasks) or 'avg_featmap' (final norm + global average
             pooling, for classification). Defaults to 'featmap'.
-        out_indices (Sequence[int]): Stages to output. Defaults to
-            (0, 1, 2, 3).
-        qkv_bias (bool): Bias in q/k/v. Defaults to True.
-        drop_rate (float): Dropout rate. Defaults to 0.
-        attn_drop_rate (float): Attention dropout. Defaults to 0.
-        drop_path_rate (float): Stochastic depth. Defaults to 0.1.
-        norm_cfg (dict): Norm layers. Defaults to ``dict(type='LN')``.
-        frozen_stages (int): Freeze the patch embedding (0) and the first
-            ``frozen_stages`` stages (1 to the number of stages); -1 freezes
-            nothing. Defaults to -1.
-        norm_eval (bool): Keep BatchNorm layers in eval mode in training.
-            Defaults to False.
-        with_cp (bool): Gradient checkpointing. Defaults to False.
-        init_cfg (dict | list[dict], optional): Initialization config (see
-            :class:`BaseBackbone`). Defaults to None.
+
+    A frozen stage includes the patch merging after it. Other arguments:
+    see :class:`BaseBackbone`.
     """
     checkpoint_family = 'swin'
-    arch_zoo = {
-        **dict.fromkeys(['t', 'tiny'], {
-            'embed_dims': 96, 'depths': [2, 2, 6, 2],
-            'num_heads': [3, 6, 12, 24]}),
-        **dict.fromkeys(['s', 'small'], {
-            'embed_dims': 96, 'depths': [2, 2, 18, 2],
-            'num_heads': [3, 6, 12, 24]}),
-        **dict.fromkeys(['b', 'base'], {
-            'embed_dims': 128, 'depths': [2, 2, 18, 2],
-            'num_heads': [4, 8, 16, 32]}),
+    arch_zoo = {  # 32-dimensional heads
+        name: dict(embed_dims=dims, depths=[2, 2, depth, 2],
+                   num_heads=[dims // 32 * 2**i for i in range(4)])
+        for names, dims, depth in [(('t', 'tiny'), 96, 6),
+                                   (('s', 'small'), 96, 18),
+                                   (('b', 'base'), 128, 18)]
+        for name in names
     }
     ARGS = dict(BaseBackbone.ARGS, **BaseBackbone.STAGE_ARGS,
                 arch=Arch(arch_zoo), out_type=Choice('featmap', 'avg_featmap'))
@@ -227,16 +197,16 @@ class SwinPEG(BaseBackbone):
         self.patch_embed = patch_embed(in_channels, dims[0], patch_size,
                                        norm_cfg=norm_cfg)
         self.drop_after_pos = nn.Dropout(drop_rate)
-        dpr = torch.linspace(0, drop_path_rate, sum(s['depths'])).tolist()
+        dpr = iter(torch.linspace(0, drop_path_rate,
+                                  sum(s['depths'])).tolist())
         self.stages, self.pegs, self.downsamples = (ModuleList()
                                                     for _ in range(3))
-        cur = 0
         for i, depth in enumerate(s['depths']):
             self.stages.append(ModuleList([
                 SwinBlock(dims[i], s['num_heads'][i], mlp_ratio * dims[i],
                           window_size=window_size, shift=j % 2 == 1,
                           drop_rate=drop_rate, attn_drop_rate=attn_drop_rate,
-                          drop_path_rate=dpr[cur + j], qkv_bias=qkv_bias,
+                          drop_path_rate=next(dpr), qkv_bias=qkv_bias,
                           norm_cfg=norm_cfg) for j in range(depth)
             ]))
             # 'pegs.2.0' follows block 0 of stage 2
@@ -246,7 +216,6 @@ class SwinPEG(BaseBackbone):
             if i < self.num_stages - 1:
                 self.downsamples.append(
                     PatchMerging(dims[i], dims[i + 1], norm_cfg))
-            cur += depth
         if out_type == 'featmap':
             self.norms = ModuleList([
                 build_norm_layer(norm_cfg, dims[i])[1]
@@ -256,7 +225,7 @@ class SwinPEG(BaseBackbone):
         else:
             self.norm = build_norm_layer(norm_cfg, dims[-1])[1]
         self._find_min_input_size()
-        self._freeze_stages()
+        self.train(self.training)
 
     def _frozen_modules(self) -> list:
         if self.frozen_stages < 0:

@@ -14,11 +14,12 @@ from .utils import nchw_to_nlc, nlc_to_nchw
 class Attention(BaseModule):
     """Multi-head self-attention, optionally with PVT's spatial reduction.
 
-    Written here rather than taken from mmcv (``MultiheadAttention`` wraps
-    ``nn.MultiheadAttention``, which returns the attention weights by
-    default and so never takes the fused kernel): the fused path is
-    ``F.scaled_dot_product_attention``; the explicit softmax path is kept for
-    when attention maps are wanted (``return_attn``).
+    Written here rather than taken from mmcv, whose ``MultiheadAttention``
+    wraps ``nn.MultiheadAttention``, which returns the attention weights by
+    default and so never takes the fused kernel. ``fused_attn`` (an
+    attribute, True; ``tools/analysis_tools/get_flops.py`` turns it off)
+    picks ``F.scaled_dot_product_attention``; the explicit softmax path
+    serves when attention maps are wanted (``return_attn``).
 
     Args:
         embed_dims (int): Embedding dimension.
@@ -28,39 +29,26 @@ class Attention(BaseModule):
         proj_drop (float): Dropout after the output projection.
             Defaults to 0.
         sr_ratio (int): Spatial-reduction ratio of keys and values (PVT).
-            With 1 there is no reduction and q, k, v come from one ``qkv``
-            projection; with r > 1, ``q`` and ``kv`` are separate and keys
-            and values are computed on the map reduced by an r x r, stride r
-            convolution followed by a norm: floor(H/r) x floor(W/r) of them,
-            as in PVT. A map smaller than r on a side (an input under 32 px
-            in PVT's first stage) is zero-padded at the bottom/right to r
-            there, to give one row or column of keys instead of PyTorch's
-            "kernel size can't be greater than actual input size".
-            Defaults to 1.
+            With r > 1, ``q`` and ``kv`` are separate projections and keys
+            and values come from the map reduced by an r x r, stride r
+            convolution and a norm: floor(H/r) x floor(W/r) of them. A map
+            smaller than r on a side (an input under 32 px in PVT's first
+            stage) is zero-padded at the bottom/right to r there, to give one
+            row or column of keys. Defaults to 1 (one ``qkv`` projection).
         norm_cfg (dict): Norm after the spatial reduction.
             Defaults to ``dict(type='LN')``.
-        fused_attn (bool): Use ``F.scaled_dot_product_attention``.
-            Defaults to True.
         rpe_cfg (dict, optional): Arguments of a
-            :class:`RelativePositionEncoding2d` (Shaw et al.'s relative
-            position encoding of the keys, e.g. ``dict(clip_distance=8)``),
-            whose bias is added to the attention logits; needs ``hw_shape``
-            in ``forward`` and ``sr_ratio=1``. Defaults to None (none).
-        init_cfg (dict, optional): Initialization config. Defaults to None.
+            :class:`RelativePositionEncoding2d`, whose bias is added to the
+            attention logits; needs ``hw_shape`` in ``forward`` and
+            ``sr_ratio=1``. Defaults to None (none).
     """
+    fused_attn = True
 
-    def __init__(self,
-                 embed_dims: int,
-                 num_heads: int,
-                 qkv_bias: bool = True,
-                 attn_drop: float = 0.,
-                 proj_drop: float = 0.,
-                 sr_ratio: int = 1,
-                 norm_cfg: dict = dict(type='LN'),
-                 fused_attn: bool = True,
-                 rpe_cfg: Optional[dict] = None,
-                 init_cfg: Optional[dict] = None):
-        super().__init__(init_cfg=init_cfg)
+    def __init__(self, embed_dims: int, num_heads: int, qkv_bias: bool = True,
+                 attn_drop: float = 0., proj_drop: float = 0.,
+                 sr_ratio: int = 1, norm_cfg: dict = dict(type='LN'),
+                 rpe_cfg: Optional[dict] = None):
+        super().__init__()
         if embed_dims % num_heads != 0:
             raise ValueError(f'embed_dims ({embed_dims}) must be divisible '
                              f'by num_heads ({num_heads})')
@@ -68,13 +56,11 @@ class Attention(BaseModule):
             raise ValueError(f'Attention: the relative position encoding '
                              f'(rpe_cfg) needs keys on the query map, so '
                              f'sr_ratio=1, got sr_ratio={sr_ratio}')
-        self.embed_dims = embed_dims
         self.num_heads = num_heads
         self.head_dims = embed_dims // num_heads
         self.scale = self.head_dims**-0.5
         self.attn_drop = attn_drop
         self.sr_ratio = sr_ratio
-        self.fused_attn = fused_attn
 
         if sr_ratio > 1:
             self.q = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
@@ -95,19 +81,15 @@ class Attention(BaseModule):
         return x.reshape(B, N, num, self.num_heads,
                          self.head_dims).permute(2, 0, 3, 1, 4)
 
-    def forward(self,
-                x: torch.Tensor,
+    def forward(self, x: torch.Tensor,
                 hw_shape: Optional[Sequence[int]] = None,
                 attn_bias: Optional[torch.Tensor] = None,
                 return_attn: bool = False):
-        """Attend over the tokens x (B, N, C).
-
-        ``hw_shape`` (H, W) is needed only with spatial reduction, where the
-        N tokens must be exactly an H x W map, and with the relative position
-        encoding, where the last H*W of the N tokens are the map. ``attn_bias``
-        is added to the attention logits (broadcast to (B, heads, N, N_kv)):
-        Swin's relative position bias and shift mask. With ``return_attn``,
-        returns ``(out, attn)`` with ``attn`` of shape (B, heads, N, N_kv).
+        """Attend over the tokens x (B, N, C), of which the last H*W are the
+        ``hw_shape`` map (needed by spatial reduction, where N = H*W, and by
+        the relative encoding). ``attn_bias`` (Swin's relative position bias
+        and shift mask) is added to the logits (B, heads, N, N_kv). With
+        ``return_attn``, returns ``(out, attn)``, the weights as the logits.
         """
         if self.sr_ratio > 1:
             q = self._split_heads(self.q(x), 1)[0]
@@ -123,26 +105,20 @@ class Attention(BaseModule):
         attn_bias = self.position_bias(q, hw_shape, attn_bias)
         return self.attend(q, k, v, attn_bias, return_attn)
 
-    def position_bias(self,
-                      q: torch.Tensor,
-                      hw_shape: Optional[Sequence[int]],
+    def position_bias(self, q: torch.Tensor, hw_shape,
                       attn_bias: Optional[torch.Tensor] = None):
         """``attn_bias`` plus the relative position bias of the queries
-        (B, heads, N, head_dims), if this attention has one."""
+        (B, heads, N, head_dims), if there is one."""
         if self.rpe is None:
             return attn_bias
         bias = self.rpe(q, hw_shape)  # (B, heads, N, N)
         return bias if attn_bias is None else attn_bias + bias
 
-    def attend(self,
-               q: torch.Tensor,
-               k: torch.Tensor,
-               v: torch.Tensor,
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                attn_bias: Optional[torch.Tensor] = None,
                return_attn: bool = False):
-        """Heads (B, heads, N, head_dims) -> attended tokens (B, N, C) after
-        the output projection (and the attention weights with
-        ``return_attn``)."""
+        """Heads (B, heads, N, head_dims) -> projected tokens (B, N, C)
+        (and the attention weights with ``return_attn``)."""
         if self.fused_attn and not return_attn:
             x = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=attn_bias,

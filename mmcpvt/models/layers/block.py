@@ -19,60 +19,42 @@ class TransformerBlock(BaseModule):
     Args:
         embed_dims (int): Embedding dimension.
         num_heads (int): Number of attention heads.
-        feedforward_channels (int): Hidden size of the FFN.
+        feedforward_channels (int): Hidden size of the FFN (GELU).
         drop_rate (float): Dropout after attention and FFN projections.
             Defaults to 0.
         attn_drop_rate (float): Dropout on attention weights. Defaults to 0.
         drop_path_rate (float): Stochastic depth rate. Defaults to 0.
         qkv_bias (bool): Bias in q/k/v projections. Defaults to True.
         sr_ratio (int): Spatial-reduction ratio (PVT). Defaults to 1.
-        act_cfg (dict): FFN activation. Defaults to ``dict(type='GELU')``.
         norm_cfg (dict): Norm layers. Defaults to ``dict(type='LN')``.
         rpe_cfg (dict, optional): Relative position encoding of the
-            attention (see :class:`Attention`); the block then needs
-            ``hw_shape``. Defaults to None.
-        init_cfg (dict, optional): Initialization config. Defaults to None.
+            attention (see :class:`Attention`). Defaults to None.
     """
     attn_cls = Attention  # a subclass may attend differently
 
-    def __init__(self,
-                 embed_dims: int,
-                 num_heads: int,
-                 feedforward_channels: int,
-                 drop_rate: float = 0.,
-                 attn_drop_rate: float = 0.,
-                 drop_path_rate: float = 0.,
-                 qkv_bias: bool = True,
-                 sr_ratio: int = 1,
-                 act_cfg: dict = dict(type='GELU'),
+    def __init__(self, embed_dims: int, num_heads: int,
+                 feedforward_channels: int, drop_rate: float = 0.,
+                 attn_drop_rate: float = 0., drop_path_rate: float = 0.,
+                 qkv_bias: bool = True, sr_ratio: int = 1,
                  norm_cfg: dict = dict(type='LN'),
-                 rpe_cfg: Optional[dict] = None,
-                 init_cfg: Optional[dict] = None):
-        super().__init__(init_cfg=init_cfg)
+                 rpe_cfg: Optional[dict] = None):
+        super().__init__()
         self.ln1 = build_norm_layer(norm_cfg, embed_dims)[1]
         self.attn = self.attn_cls(
-            embed_dims,
-            num_heads,
-            qkv_bias=qkv_bias,
-            attn_drop=attn_drop_rate,
-            proj_drop=drop_rate,
-            sr_ratio=sr_ratio,
-            norm_cfg=norm_cfg,
+            embed_dims, num_heads, qkv_bias=qkv_bias, attn_drop=attn_drop_rate,
+            proj_drop=drop_rate, sr_ratio=sr_ratio, norm_cfg=norm_cfg,
             rpe_cfg=rpe_cfg)
         self.ln2 = build_norm_layer(norm_cfg, embed_dims)[1]
-        self.ffn = FFN(
-            embed_dims=embed_dims,
-            feedforward_channels=feedforward_channels,
-            num_fcs=2,
-            ffn_drop=drop_rate,
-            act_cfg=act_cfg,
-            add_identity=False)
+        self.ffn = FFN(embed_dims=embed_dims,
+                       feedforward_channels=feedforward_channels,
+                       act_cfg=dict(type='GELU'), ffn_drop=drop_rate,
+                       add_identity=False)
         self.drop_path = DropPath(
             drop_path_rate) if drop_path_rate > 0. else torch.nn.Identity()
 
-    def forward(self,
-                x: torch.Tensor,
-                hw_shape: Optional[Sequence[int]] = None) -> torch.Tensor:
-        x = x + self.drop_path(self.attn(self.ln1(x), hw_shape))
-        x = x + self.drop_path(self.ffn(self.ln2(x)))
-        return x
+    def forward(self, x: torch.Tensor,
+                hw_shape: Optional[Sequence[int]] = None,
+                *attn_args) -> torch.Tensor:
+        """``attn_args`` go to the attention after ``hw_shape``."""
+        x = x + self.drop_path(self.attn(self.ln1(x), hw_shape, *attn_args))
+        return x + self.drop_path(self.ffn(self.ln2(x)))

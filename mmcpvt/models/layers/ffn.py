@@ -18,17 +18,11 @@ def _activate_inplace(act: nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 class FFN(_MMCVFFN):
     """mmcv's two-layer FFN (same parameters and names: ``layers.0.0`` is
-    fc1, ``layers.1`` is fc2), with the activation applied in place where
-    nothing needs its input.
-
-    Why not mmcv's forward as it is: without autograd (``torch.no_grad``,
-    inference mode, frozen weights) its out-of-place GELU allocates a second
-    B x N x 4C tensor per block, the largest allocation of the block, and
-    makes one more pass over memory. On the CPU that allocation is often
-    served by pages that have to be faulted in again (docs/benchmarks.md
-    gives the figure that keeps this).
-    When autograd records the activation it needs its input, so the
-    activation is applied out of place as before.
+    fc1, ``layers.1`` is fc2), with the activation applied in place when
+    autograd does not record it (``torch.no_grad``, inference, frozen
+    weights): mmcv's out-of-place GELU allocates a second B x N x 4C tensor
+    per block there, the block's largest, and makes one more pass over
+    memory (docs/benchmarks.md gives the figure that keeps this).
     """
 
     def __init__(self, *args, **kwargs):

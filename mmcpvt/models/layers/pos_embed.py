@@ -50,18 +50,10 @@ class LearnedPositionEmbedding(nn.Module):
         return x + self.resized(hw_shape)
 
 
-def _check_sincos_dims(embed_dims: int):
-    if embed_dims % 4 != 0:
-        raise ValueError(
-            f'sincos2d position embedding needs embed_dims divisible by 4, '
-            f'got {embed_dims}')
-
-
 def sincos_2d(hw_shape: Sequence[int], embed_dims: int,
               temperature: float = 10000.) -> torch.Tensor:
     """2-D sine-cosine table (H*W, C): a quarter of the channels each for
     sin(y), cos(y), sin(x), cos(x) (MoCo v3 / MAE layout)."""
-    _check_sincos_dims(embed_dims)
     H, W = hw_shape
     y, x = torch.meshgrid(
         torch.arange(H, dtype=torch.float32),
@@ -75,9 +67,8 @@ def sincos_2d(hw_shape: Sequence[int], embed_dims: int,
 
 
 class SinCos2dPositionEmbedding(nn.Module):
-    """Fixed 2-D sine-cosine embedding, computed for the actual grid.
-
-    Extra (class) tokens get no encoding. Tables are cached per grid size.
+    """Fixed 2-D sine-cosine embedding of the actual grid (cached per
+    size); extra (class) tokens get none.
 
     Args:
         embed_dims (int): Embedding dimension (a multiple of 4).
@@ -86,7 +77,9 @@ class SinCos2dPositionEmbedding(nn.Module):
 
     def __init__(self, embed_dims: int, num_extra_tokens: int = 1):
         super().__init__()
-        _check_sincos_dims(embed_dims)
+        if embed_dims % 4 != 0:
+            raise ValueError(f'sincos2d position embedding needs embed_dims '
+                             f'divisible by 4, got {embed_dims}')
         self.embed_dims = embed_dims
         self.num_extra_tokens = num_extra_tokens
         self._cache = {}

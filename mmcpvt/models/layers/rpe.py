@@ -18,15 +18,10 @@ from ..checks import Int, check_args
 def relative_position_index(hw_shape: Sequence[int], num_extra_tokens: int,
                             clip_distance: int,
                             device=None) -> torch.Tensor:
-    """(N, N) row of the relative table for every (query, key) pair of
-    ``num_extra_tokens`` leading tokens followed by an H x W map, N =
-    ``num_extra_tokens + H*W``.
-
-    A patch pair with key - query offset (dy, dx) gets row
-    ``(clip(dy) + K) * (2K + 1) + clip(dx) + K``, each axis clipped to
-    [-K, K]; a pair that involves an extra token gets the last row,
-    ``(2K + 1)**2``.
-    """
+    """(N, N) rows of the relative table for the (query, key) pairs of
+    ``num_extra_tokens`` tokens and an H x W map: ``(clip(dy) + K) * (2K +
+    1) + clip(dx) + K`` for key - query offsets (dy, dx) clipped to [-K, K],
+    the last row, ``(2K + 1)**2``, for a pair with an extra token."""
     H, W = hw_shape
     K = clip_distance
     ys = torch.arange(H, device=device).repeat_interleave(W)  # (H*W, )
@@ -44,29 +39,18 @@ class RelativePositionEncoding2d(nn.Module):
     """Shaw et al.'s relative position encoding of the keys, in 2-D.
 
     Adds ``q_i . a_ij / sqrt(head_dims)`` to the attention logit of query
-    ``i`` and key ``j`` (the same scale as ``q_i . k_j``), where ``a_ij`` is
-    a learned vector of size ``head_dims`` chosen by the clipped 2-D offset
-    of key ``j`` from query ``i``: ``(clip(dy), clip(dx))``, each axis
-    clipped to [-K, K] (K = ``clip_distance``; the paper sets K = 8). The
-    table is joint over (dy, dx), (2K+1)^2 rows, and one more row serves
-    every pair that involves an extra (class) token, which has no place on
-    the map (so a class-token query gets one bias for all keys, which the
-    softmax ignores; patch queries tell the class key apart by it). As in
-    Shaw et al., the table is shared by the heads of a block.
+    ``i`` and key ``j``, where ``a_ij`` is a learned vector chosen by the
+    offset of key ``j`` from query ``i``, each axis clipped to [-K, K]
+    (K = ``clip_distance``; the paper sets K = 8). The table is joint over
+    (dy, dx), (2K+1)^2 rows, plus one row for every pair that involves an
+    extra (class) token, which has no place on the map; it is shared by the
+    heads of a block, as in Shaw et al., and has no value term (which they
+    found unnecessary). Offsets only: any input size works, and no absolute
+    position is encoded.
 
-    Only the key term: Shaw et al. found the relative encoding of the values
-    unnecessary (no gain in their translation experiments), so there is
-    none here.
-
-    Parameters per block: ``((2K + 1)**2 + 1) * head_dims``, e.g. 18,560 for
-    K = 8 and DeiT-Ti's 64-dimensional heads. The encoding depends on
-    offsets only, so it works at any input size and does not encode absolute
-    position.
-
-    The bias is computed as ``q @ table.T`` (B, heads, N, (2K+1)^2 + 1) and a
-    gather with an (N, N) index of rows (see :func:`relative_position_index`,
-    cached per map size), and handed to the attention as a float bias, so
-    the fused ``F.scaled_dot_product_attention`` path still applies.
+    The bias, ``q @ table.T`` gathered with an (N, N) index of rows
+    (:func:`relative_position_index`, cached per map size), goes to the
+    attention as a float bias, so the fused SDPA path still applies.
 
     Args:
         head_dims (int): Dimension of each head.
@@ -90,14 +74,6 @@ class RelativePositionEncoding2d(nn.Module):
         return (f'head_dims={self.head_dims}, '
                 f'clip_distance={self.clip_distance}')
 
-    def _index(self, hw_shape: Sequence[int], num_extra: int,
-               device) -> torch.Tensor:
-        key = (tuple(hw_shape), num_extra, device)
-        if key not in self._index_cache:
-            self._index_cache[key] = relative_position_index(
-                hw_shape, num_extra, self.clip_distance, device)
-        return self._index_cache[key]
-
     def forward(self, q: torch.Tensor,
                 hw_shape: Sequence[int]) -> torch.Tensor:
         """Queries (B, heads, N, head_dims), of which the first
@@ -111,7 +87,11 @@ class RelativePositionEncoding2d(nn.Module):
         if num_extra < 0:
             raise ValueError(f'RelativePositionEncoding2d got {N} tokens for '
                              f'a {hw_shape[0]}x{hw_shape[1]} token map')
-        index = self._index(hw_shape, num_extra, q.device)  # (N, N)
+        key = (tuple(hw_shape), num_extra, q.device)
+        if key not in self._index_cache:
+            self._index_cache[key] = relative_position_index(
+                hw_shape, num_extra, self.clip_distance, q.device)
+        index = self._index_cache[key]  # (N, N)
         # (B, heads, N, head_dims) @ (head_dims, R) -> (B, heads, N, R)
         logits = (q * self.scale) @ self.relative_key_table.T.to(q.dtype)
         # (B, heads, N, R) -> (B, heads, N, N)

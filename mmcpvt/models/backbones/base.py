@@ -43,31 +43,29 @@ def patch_embed(in_channels: int, embed_dims: int, patch_size: int,
 class BaseBackbone(BaseModule):
     """Base of the CPVT / PVTPEG / SwinPEG backbones.
 
-    The arguments they share (defaults in each signature): ``in_channels``;
-    ``peg_positions`` (-1: before the first block, ``i``: after block
-    ``i``; one entry per stage for backbones in stages, ``()`` for none);
-    ``peg_cfg`` (extra :class:`ConditionalPositionEncoding` arguments);
-    ``out_indices``; ``qkv_bias``; ``drop_rate``, ``attn_drop_rate`` and
-    ``drop_path_rate`` (rising linearly over the blocks); ``norm_cfg``;
-    ``frozen_stages`` (-1: none; ``n``: the patch embedding and the first
-    ``n`` encoders or stages, with their PEGs); ``norm_eval`` (BatchNorm
-    layers, in PEGs with ``norm_cfg``, stay in eval mode); ``with_cp``
-    (gradient checkpointing of the blocks); ``init_cfg``.
+    Arguments they share, besides the usual OpenMMLab ones (``in_channels``,
+    ``qkv_bias``, ``drop_rate``, ``attn_drop_rate``, ``drop_path_rate``,
+    ``norm_cfg``, ``out_indices``, ``norm_eval``, ``with_cp``): PEGs go at
+    ``peg_positions`` (-1: before the first block, ``i``: after block ``i``;
+    in stages, an entry per stage, ``()`` for none) and take ``peg_cfg``
+    (extra :class:`ConditionalPositionEncoding` arguments);
+    ``frozen_stages`` (-1: none) freezes the patch embedding and the first
+    ``n`` encoders or stages with their PEGs.
 
     ``init_cfg=None`` gives the transformer init of DeiT / PVT / Twins
     (truncated normal, std .02, for linear layers, class tokens and tables;
     ones/zeros for norms; fan-out normal for convolutions). A ``Pretrained``
     one loads a checkpoint on top (``weights_only``, whatever its scheme),
-    e.g. a classifier's with ``prefix='backbone.'``; official / timm ones of
-    ``checkpoint_family`` are converted as they load. What a partial load
-    (new PEGs) lacks keeps the transformer init; less than half is refused.
+    converting official / timm ones of ``checkpoint_family``. What a partial
+    load (new PEGs) lacks keeps the transformer init; less than half of the
+    tensors is refused.
 
     Arguments are checked against ``ARGS`` when the backbone is built
     (:mod:`mmcpvt.models.checks`); ``forward`` takes a (B, in_channels, H,
     W) tensor of the weights' floating dtype (any, under autocast), at least
     ``min_input_size`` px a side.
     """
-    checkpoint_family = None  # see mmcpvt.utils.convert
+    checkpoint_family: str  # each backbone's; see mmcpvt.utils.convert
     # Whether a PEG may shrink the token map (``peg_cfg`` padding below
     # (k-1)/2): only where the backbone threads the new map size through.
     pegs_may_shrink = False
@@ -115,8 +113,7 @@ class BaseBackbone(BaseModule):
     def _convert_official_keys(self, state_dict, prefix, *args):
         keys = [k for k in state_dict if k.startswith(prefix)]
         local = unwrap({k[len(prefix):]: state_dict[k] for k in keys})
-        if self.checkpoint_family is None or detect_family(
-                local) != self.checkpoint_family:
+        if detect_family(local) != self.checkpoint_family:
             return
         converted, report = CONVERTERS[self.checkpoint_family](
             local, with_head=False)
@@ -233,33 +230,28 @@ class BaseBackbone(BaseModule):
                     f'padding out of peg_cfg (or use CPVT)')
         return pegs
 
-    def _short_peg(self, size: int):
-        """The first PEG (in the order they run) whose token map is too
-        small for it at a size x size input, else None. Geometry:
-        ``self.pegs`` (one ModuleDict, or one per stage) and
-        ``self.map_strides`` (of each stage's patch embedding or merging,
-        which pads the bottom/right)."""
-        stages = [self.pegs] if isinstance(self.pegs, ModuleDict) else \
-            self.pegs
-        side = size
-        for stride, pegs in zip(self.map_strides, stages):
-            side = -(-side // stride)
-            for peg in pegs.values():
-                if side < peg.min_map_size:
-                    return peg
-                side = peg.out_hw_shape((side, side))[0]
-        return None
-
     def _find_min_input_size(self):
         """Set ``min_input_size``, the smallest input side (px) at which
         every PEG takes the map it gets (map sides grow with the input),
-        and the reason given for a smaller input."""
-        size = next((s for s in range(1, 1 << 16) if not self._short_peg(s)),
+        and the reason given for a smaller input. ``map_strides`` are those
+        of each stage's patch embedding or merging (padding bottom/right)."""
+        stages = [self.pegs] if isinstance(self.pegs, ModuleDict) else \
+            self.pegs
+
+        def short_peg(side):  # the first PEG whose map is too small, if any
+            for stride, pegs in zip(self.map_strides, stages):
+                side = -(-side // stride)
+                for peg in pegs.values():
+                    if side < peg.min_map_size:
+                        return peg
+                    side = peg.out_hw_shape((side, side))[0]
+
+        size = next((s for s in range(1, 1 << 16) if not short_peg(s)),
                     1 << 16)
         self.min_input_size = size
         self._too_small = 'an image needs at least one pixel a side'
         if size > 1:
-            peg = self._short_peg(size - 1)
+            peg = short_peg(size - 1)
             name = next(n for n, m in self.named_modules() if m is peg)
             m = peg.min_map_size
             self._too_small = (

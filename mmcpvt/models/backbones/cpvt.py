@@ -114,7 +114,7 @@ class CPVT(BaseBackbone):
                              f"positions=() adds no embedding; give positions")
         self.with_cls_token = with_cls_token
         self.num_extra_tokens = int(with_cls_token)
-        self.map_strides = (patch_size, )  # see _short_peg
+        self.map_strides = (patch_size, )  # see _find_min_input_size
 
         self.patch_embed = patch_embed(in_channels, self.embed_dims,
                                        patch_size, input_size=self.img_size)

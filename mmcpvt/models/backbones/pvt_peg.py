@@ -85,7 +85,7 @@ class PVTPEG(BaseBackbone):
         args = self._check_args(locals())
         s = self.arch_settings
         self.embed_dims = s['embed_dims']
-        self.map_strides = self.patch_sizes  # see _short_peg
+        self.map_strides = self.patch_sizes  # see _find_min_input_size
         self.with_cls_token = out_type == 'cls_token'
         if self.with_cls_token and s['sr_ratios'][-1] != 1:
             raise ValueError(f"PVTPEG: out_type='cls_token' needs sr_ratios "

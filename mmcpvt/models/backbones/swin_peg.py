@@ -40,13 +40,6 @@ class SwinBlock(TransformerBlock):
                              relative_position_index((ws, ws), 0, ws - 1),
                              persistent=False)
 
-    def _relative_position_bias(self) -> torch.Tensor:
-        N = self.window_size**2
-        bias = self.relative_position_bias_table[
-            self.relative_position_index.view(-1)]
-        # (N*N, heads) -> (heads, N, N)
-        return bias.view(N, N, -1).permute(2, 0, 1)
-
     def _shift_mask(self, Hp: int, Wp: int, s: int, device) -> torch.Tensor:
         """(nW, N, N) mask: -100 between tokens from different regions of
         the map rolled by ``s``. The regions of an axis are Swin's slices
@@ -95,7 +88,10 @@ class SwinBlock(TransformerBlock):
         x = x.view(B, H, W, C)
         x = F.pad(x, (0, 0, 0, (-W) % ws, 0, (-H) % ws))
         Hp, Wp = x.shape[1:3]
-        bias = self._relative_position_bias()  # (heads, N, N)
+        # Swin's relative position bias: (N*N, heads) -> (heads, N, N)
+        bias = self.relative_position_bias_table[
+            self.relative_position_index.view(-1)].view(
+                ws * ws, ws * ws, -1).permute(2, 0, 1)
         if self.shift_size:
             # A map that fits in one window is not shifted (as in Swin):
             # s = 0 there. Arithmetic, not a branch, so that an exported
@@ -189,7 +185,7 @@ class SwinPEG(BaseBackbone):
         super().__init__(init_cfg=init_cfg)
         args = self._check_args(locals())
         s = self.arch_settings
-        # patch embedding, then patch merging (see _short_peg)
+        # patch embedding, then patch merging (see _find_min_input_size)
         self.map_strides = (patch_size, ) + (2, ) * (self.num_stages - 1)
         dims = [s['embed_dims'] * 2**i for i in range(self.num_stages)]
         self.embed_dims = dims  # per stage

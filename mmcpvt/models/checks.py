@@ -57,8 +57,8 @@ class Value(Spec):
     only in these tests and in the words of ``allowed``."""
 
     def __init__(self, allowed, is_type, ok=None, norm=None):
-        self.allowed, self.is_type, self.ok, self.norm = (allowed, is_type,
-                                                          ok, norm)
+        self.allowed, self.is_type = allowed, is_type
+        self.ok, self.norm = ok, norm
 
     def __call__(self, value):
         if not self.is_type(value):

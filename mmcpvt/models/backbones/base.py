@@ -145,15 +145,16 @@ class BaseBackbone(BaseModule):
                       if isinstance(c, dict) and c.get('type') == 'Pretrained']
         for cfg in pretrained:
             path = cfg.get('checkpoint') or ''
-            if '://' not in path and not osp.isfile(path):
+            if '://' in path:
+                continue  # mmengine's loaders, under weights_only_loads()
+            if not osp.isfile(path):
                 raise FileNotFoundError(
                     f'{owner}: init_cfg asks for the pretrained checkpoint '
                     f'{path!r}, which does not exist. Point model.backbone.'
                     f'init_cfg.checkpoint at a trained or converted one (see '
                     f'tools/model_converters), or start from random weights '
                     f'with --cfg-options model.backbone.init_cfg=None')
-            if '://' not in path:  # a bad local file named, before loading
-                check_checkpoint(path, state_dict=True)
+            check_checkpoint(path, state_dict=True)  # named before loading
         if not self._is_init:
             # The transformer init first, a checkpoint on top: what the
             # checkpoint lacks (new PEGs) keeps this init, not PyTorch's.

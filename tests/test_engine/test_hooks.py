@@ -87,7 +87,7 @@ def test_weights_only_hook_refuses_a_bad_load_from(runner, tmp_path):
     with pytest.raises(BrokenCheckpointError, match=str(bad)):
         hook.before_run(runner)
     hook.after_run(runner)
-    torch.save({'state_dict': {}}, bad)
+    torch.save({'state_dict': {'w': torch.ones(1)}}, bad)
     hook.before_run(runner)
     hook.after_run(runner)
 

@@ -26,9 +26,10 @@ import pickle
 import sys
 from typing import Dict, List, Optional
 
+from mmengine.config import Config, DictAction
+from mmengine.logging import print_log
+
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
-FORCE = 'TORCH_FORCE_WEIGHTS_ONLY_LOAD'
-FORCE_OFF = 'TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD'
 
 
 def setup() -> None:
@@ -36,19 +37,17 @@ def setup() -> None:
     every ``torch.load`` of this process with ``weights_only=True``
     (``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``, which asks for the opposite, is
     unset with a warning: torch refuses both)."""
+    try:
+        import mmcpvt  # noqa: F401
+    except ImportError:  # not installed: run from a clone
+        sys.path.insert(0, ROOT)
+    from mmcpvt.utils.checkpoint import FORCE, FORCE_OFF
     if os.environ.pop(FORCE_OFF, None) is not None:
         print(f'{osp.basename(sys.argv[0])}: warning: {FORCE_OFF} is '
               'ignored: mmcpvt\'s tools load every checkpoint with '
               'weights_only=True', file=sys.stderr)
     os.environ[FORCE] = '1'
-    try:
-        import mmcpvt  # noqa: F401
-    except ImportError:  # not installed: run from a clone
-        sys.path.insert(0, ROOT)
 
-
-from mmengine.config import Config, DictAction  # noqa: E402
-from mmengine.logging import print_log  # noqa: E402
 
 # The hooks of mmcpvt.engine that every config of ours names in
 # default_hooks; tools/train.py adds those a config lacks.
@@ -85,6 +84,16 @@ def refusing_unpicklable(prog: str, cfg: Config):
             f'could run code (nothing in it was run), or it is damaged. Use '
             f'a checkpoint of tensors only, e.g. re-saved with torch.save('
             f'{{"state_dict": state_dict}}, path).') from None
+
+
+def blocking_file(path: str) -> Optional[str]:
+    """The file that keeps ``path`` from being made a directory (or from
+    holding a file): ``path`` itself or the nearest of its parents that
+    exists, if that is a file; None when ``path`` can be written (missing
+    directories are made)."""
+    while path and not osp.exists(path):
+        path = osp.dirname(path)
+    return path if path and not osp.isdir(path) else None
 
 
 def require(parser: argparse.ArgumentParser, path: str, what: str) -> None:
@@ -317,10 +326,8 @@ def apply_common_args(cfg: Config, args) -> Config:
                                 osp.splitext(osp.basename(args.config))[0])
     # the work dir, or the nearest of its parents that exists, must be a
     # directory (the runner's makedirs fails on a file with a traceback)
-    existing = osp.abspath(cfg.work_dir)
-    while not osp.exists(existing) and osp.dirname(existing) != existing:
-        existing = osp.dirname(existing)
-    if not osp.isdir(existing):
+    existing = blocking_file(osp.abspath(cfg.work_dir))
+    if existing is not None:
         given = ('--work-dir' if args.work_dir is not None else
                  f'work_dir of {args.config}')
         raise SystemExit(

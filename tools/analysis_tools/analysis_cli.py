@@ -17,8 +17,8 @@ from typing import Callable, List, Optional
 import torch
 import torch.nn as nn
 
-from common import (CfgOptionsAction, check_cfg_options,  # tools/common.py
-                    require)
+from common import (CfgOptionsAction, blocking_file,  # tools/common.py
+                    check_cfg_options, require)
 from mmengine.config import Config
 
 from mmcpvt.analysis import (build_model, get_backbone, list_blocks,
@@ -96,10 +96,9 @@ def check_out_file(parser, option: str, path, example: str):
 def check_out_dir(parser, option: str, path):
     """Refuse, before any work, an output directory that is a file (or is
     under one)."""
-    while path and not osp.exists(path):
-        path = osp.dirname(path)
-    if path and not osp.isdir(path):
-        parser.error(f'{option}: {path} is a file, not a directory')
+    found = blocking_file(path)
+    if found is not None:
+        parser.error(f'{option}: {found} is a file, not a directory')
 
 
 def load(parser, args):

@@ -188,10 +188,8 @@ def check_output_file(parser, path: str, example: str) -> None:
     if osp.isdir(path):
         parser.error(f'--output-file {path} is a directory; it takes the '
                      f'.onnx file to write, e.g. {osp.join(path, example)}')
-    parent = osp.dirname(osp.abspath(path))
-    while not osp.exists(parent):  # missing directories are made
-        parent = osp.dirname(parent)
-    if not osp.isdir(parent):
+    parent = common.blocking_file(osp.dirname(osp.abspath(path)))
+    if parent is not None:
         parser.error(f'--output-file {path}: {parent} is a file, not a '
                      f'directory; give an .onnx file in a directory')
 

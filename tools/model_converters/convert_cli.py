@@ -79,10 +79,8 @@ def check_output(option: str, path: str, example: str) -> None:
     if osp.isdir(path):
         raise ValueError(f'{option} {path} is a directory; it takes the file '
                          f'to write, e.g. {osp.join(path, example)}')
-    parent = osp.dirname(osp.abspath(path))
-    while not osp.exists(parent):  # missing directories are made
-        parent = osp.dirname(parent)
-    if not osp.isdir(parent):
+    parent = common.blocking_file(osp.dirname(osp.abspath(path)))
+    if parent is not None:
         raise ValueError(f'{option} {path}: {parent} is a file, not a '
                          f'directory; it takes a file path in a directory')
 

@@ -46,6 +46,7 @@ sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # tools
 import common  # noqa: E402
 
 common.setup()
+from mmcpvt.analysis.models import INIT_FUNCTIONS  # noqa: E402  (by scope)
 from mmcpvt.utils.checkpoint import weights_only_loads  # noqa: E402
 
 # 17: the first opset with LayerNormalization (one node per norm instead of
@@ -192,12 +193,6 @@ def check_output_file(parser, path: str, example: str) -> None:
     if parent is not None:
         parser.error(f'--output-file {path}: {parent} is a file, not a '
                      f'directory; give an .onnx file in a directory')
-
-
-# The library function that builds and loads a model, by default_scope.
-INIT_FUNCTIONS = {'mmpretrain': ('mmpretrain.apis', 'init_model'),
-                  'mmdet': ('mmdet.apis', 'init_detector'),
-                  'mmseg': ('mmseg.apis', 'init_model')}
 
 
 def build_model(config: str, checkpoint=None, cfg_options=None):

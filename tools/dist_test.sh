@@ -4,35 +4,8 @@
 # GPUS is the number of processes on this node, one per GPU. Without a GPU
 # they run on the CPUs with the gloo backend (tools/cpu_dist.py).
 # Several nodes: set NNODES, NODE_RANK, MASTER_ADDR and PORT on each.
-# PYTHON: the interpreter; defaults to `python` if it has torch, else the
-# repository's .venv/bin/python (tools/find_python.sh).
-# Docs: docs/distributed.md.
+# PYTHON: the interpreter (tools/find_python.sh). Docs: docs/distributed.md.
 set -euo pipefail
-
-if [ $# -lt 3 ]; then
-    echo "usage: $0 CONFIG CHECKPOINT GPUS [test.py options]" >&2
-    exit 2
-fi
-CONFIG=$1
-CHECKPOINT=$2
-GPUS=$3
-NNODES=${NNODES:-1}
-NODE_RANK=${NODE_RANK:-0}
-PORT=${PORT:-29500}
-MASTER_ADDR=${MASTER_ADDR:-"127.0.0.1"}
-TOOLS=$(dirname "$0")
-source "$TOOLS/find_python.sh"
-check_count GPUS "$GPUS"
-check_count NNODES "$NNODES"
-
-PYTHONPATH="$TOOLS/..":${PYTHONPATH:-} \
-"$PYTHON" -m torch.distributed.run \
-    --nnodes="$NNODES" \
-    --node_rank="$NODE_RANK" \
-    --master_addr="$MASTER_ADDR" \
-    --master_port="$PORT" \
-    --nproc_per_node="$GPUS" \
-    "$TOOLS/test.py" \
-    "$CONFIG" \
-    "$CHECKPOINT" \
-    --launcher pytorch "${@:4}"
+source "$(dirname "$0")/find_python.sh"
+[ $# -ge 3 ] || usage "CONFIG CHECKPOINT GPUS [test.py options]"
+torchrun_tool "$3" test.py "$1" "$2" --launcher pytorch "${@:4}"

@@ -1,5 +1,5 @@
-# Sourced by the dist_*.sh and slurm_*.sh scripts: sets PYTHON to an
-# interpreter that has torch, the first of
+# What the launch scripts (dist_*.sh, slurm_*.sh) share, sourced by them.
+# PYTHON: an interpreter that has torch, the first of
 #   1. $PYTHON, when set (an error if it has no torch: never replaced);
 #   2. `python` on PATH: the activated virtual env or conda env;
 #   3. .venv/bin/python of this repository (`make install` creates it).
@@ -33,6 +33,13 @@ else
         exit 1
     fi
 fi
+TOOLS=$(dirname "$0")
+
+# usage ARGS: exit 2 with the script's usage line.
+usage() {
+    echo "usage: $0 $1" >&2
+    exit 2
+}
 
 # check_count NAME VALUE: exit 2 unless VALUE is a positive integer (a
 # number of processes, nodes or GPUs), naming NAME and the value.
@@ -42,4 +49,38 @@ check_count() {
             "positive integer (1 or more), e.g. 1 for one process" >&2
         exit 2
     fi
+}
+
+# torchrun_tool GPUS TOOL ARGS: tools/TOOL in GPUS processes on this node
+# (NNODES, NODE_RANK, MASTER_ADDR and PORT: several nodes).
+torchrun_tool() {
+    check_count GPUS "$1"
+    check_count NNODES "${NNODES:-1}"
+    PYTHONPATH="$TOOLS/..":${PYTHONPATH:-} \
+    "$PYTHON" -m torch.distributed.run \
+        --nnodes="${NNODES:-1}" \
+        --node_rank="${NODE_RANK:-0}" \
+        --master_addr="${MASTER_ADDR:-127.0.0.1}" \
+        --master_port="${PORT:-29500}" \
+        --nproc_per_node="$1" \
+        "$TOOLS/$2" "${@:3}"
+}
+
+# srun_tool PARTITION JOB_NAME TOOL ARGS: tools/TOOL in GPUS (8) Slurm tasks,
+# GPUS_PER_NODE (8) a node, CPUS_PER_TASK (5) CPUs each; SRUN_ARGS: more
+# srun options, e.g. "--quotatype=auto".
+srun_tool() {
+    set -x
+    # SRUN_ARGS is split on purpose: it holds several srun options.
+    # shellcheck disable=SC2086
+    PYTHONPATH="$TOOLS/..":${PYTHONPATH:-} \
+    srun -p "$1" \
+        --job-name="$2" \
+        --gres=gpu:"${GPUS_PER_NODE:-8}" \
+        --ntasks="${GPUS:-8}" \
+        --ntasks-per-node="${GPUS_PER_NODE:-8}" \
+        --cpus-per-task="${CPUS_PER_TASK:-5}" \
+        --kill-on-bad-exit=1 \
+        ${SRUN_ARGS:-} \
+        "$PYTHON" -u "$TOOLS/$3" "${@:4}"
 }

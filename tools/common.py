@@ -7,12 +7,6 @@ Every tool begins with::
     import common  # noqa: E402
     common.setup()
 
-:func:`setup` makes ``mmcpvt`` importable from a clone and sets
-``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1`` for the process: every ``torch.load``
-of a tool (``load_from``, ``--resume``, ``init_cfg``, a test checkpoint,
-a converter's input), by a local path or a URL, unpickles with
-``weights_only=True``.
-
 Distributed runs on a machine without a GPU: :mod:`cpu_dist`.
 """
 import argparse
@@ -164,13 +158,12 @@ def runner_keys() -> List[str]:
     return sorted(keys.union(_RUNNER_CFG_KEYS))
 
 
-def _close(key: str, choices, cutoff: float = 0.6) -> List[str]:
-    return difflib.get_close_matches(
+def _did_you_mean(key: str, choices, cutoff: float = 0.6) -> str:
+    """' Did you mean ...?' with the choices close to ``key``, or ''."""
+    matches = difflib.get_close_matches(
         key, sorted({str(c) for c in choices}), n=3, cutoff=cutoff)
-
-
-def _did_you_mean(matches: List[str]) -> str:
-    return ' Did you mean ' + ' or '.join(map(repr, matches)) + '?'
+    return (' Did you mean ' + ' or '.join(map(repr, matches)) + '?'
+            if matches else '')
 
 
 def check_cfg_options(cfg: Config, options: Dict, config: str) -> None:
@@ -198,9 +191,8 @@ def check_cfg_options(cfg: Config, options: Dict, config: str) -> None:
         ValueError: one line per refused key.
     """
     runner = runner_keys()
-    errors = [f'--cfg-options {key}: {error}' for key, error in (
-        (key, _check_key(cfg, key, runner, config)) for key in options)
-              if error is not None]
+    errors = [f'--cfg-options {key}: {error}' for key in options
+              if (error := _check_key(cfg, key, runner, config))]
     if errors:
         raise ValueError('\n'.join(errors))
 
@@ -214,13 +206,12 @@ def _check_key(cfg: Config, key: str, runner: List[str],
     if parts[0] not in cfg:
         if parts[0] in runner:
             return None
-        matches = _close(parts[0], list(cfg.keys()) + runner)
-        return (
-            f'the config has no top-level key {parts[0]!r}, and the runner '
-            f'does not read one of that name: it would be ignored.' +
-            (_did_you_mean(matches) if matches else
-             f' New top-level keys may be those the runner reads: '
-             f'{", ".join(runner)}; to add another on purpose, {in_child}.'))
+        hint = _did_you_mean(parts[0], list(cfg.keys()) + runner) or (
+            f' New top-level keys may be those the runner reads: '
+            f'{", ".join(runner)}; to add another on purpose, {in_child}.')
+        return (f'the config has no top-level key {parts[0]!r}, and the '
+                f'runner does not read one of that name: it would be '
+                f'ignored.{hint}')
     node = cfg[parts[0]]
     for depth, part in enumerate(parts[1:], start=1):
         where = '.'.join(parts[:depth])
@@ -236,10 +227,10 @@ def _check_key(cfg: Config, key: str, runner: List[str],
             if part in node:
                 node = node[part]
                 continue
-            matches = _close(part, node.keys(), _TYPO_CUTOFF)
-            if not matches:
+            hint = _did_you_mean(part, node.keys(), _TYPO_CUTOFF)
+            if not hint:
                 return None  # a new argument of what the dict builds
-            return (f'{where} has no key {part!r}.{_did_you_mean(matches)} '
+            return (f'{where} has no key {part!r}.{hint} '
                     f'({where} has: {", ".join(map(str, node.keys()))}.) To '
                     f'add {part!r} on purpose, {in_child}.')
         else:
@@ -295,12 +286,8 @@ def _plain(value):
 def _nodes(node, prefix=''):
     """(dotted path, value) of ``node`` and of everything under it."""
     yield prefix, node
-    if isinstance(node, dict):
-        items = node.items()
-    elif isinstance(node, (list, tuple)):
-        items = enumerate(node)
-    else:
-        return
+    items = (node.items() if isinstance(node, dict) else
+             enumerate(node) if isinstance(node, (list, tuple)) else ())
     for k, v in items:
         yield from _nodes(v, f'{prefix}.{k}' if prefix else str(k))
 
@@ -335,10 +322,6 @@ def apply_common_args(cfg: Config, args) -> Config:
             'the work dir is a directory for logs and checkpoints (created '
             'if missing): give a directory path')
     return cfg
-
-
-# backends that exist only with their accelerator; 'gloo' and 'mpi' run on
-# CPUs
 
 
 def build_runner(cfg: Config):

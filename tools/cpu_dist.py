@@ -1,27 +1,14 @@
 """Distributed training and testing on CPUs: a gloo process group.
 
 mmengine 0.10 cannot start a distributed run on a machine without an
-accelerator. ``init_dist`` calls ``torch.cuda.set_device(local_rank)``
-for the pytorch, slurm and mpi launchers before it creates the process
-group ("Found no NVIDIA driver"), whatever ``env_cfg.dist_cfg.backend``
-says; and ``Runner.wrap_model`` passes ``device_ids=[LOCAL_RANK]`` to
-``MMDistributedDataParallel``, which torch refuses for a module on the CPU.
-
-:func:`setup_cpu_dist` is called by :func:`common.build_runner` (so by
-``tools/train.py`` and ``tools/test.py``) before the runner exists.
-Where no CUDA, NPU, MLU or MUSA device is available and the launcher is not
-'none', it
-
-1. creates the process group itself, from the launcher's environment
-   variables; the runner then finds it initialised and skips ``init_dist``;
-2. uses 'gloo' where the config asks for a backend that needs a GPU
-   ('nccl', the default of every OpenMMLab config), with a warning;
-3. sets ``device_ids=None`` for the ``MMDistributedDataParallel`` wrapper,
-   through ``model_wrapper_cfg``.
-
-The config is changed in place, so the config the runner dumps to
-``work_dir`` says what ran. With an accelerator it does nothing: mmengine's
-own path.
+accelerator: ``init_dist`` calls ``torch.cuda.set_device`` for every
+launcher, and ``Runner.wrap_model`` gives DDP ``device_ids=[LOCAL_RANK]``,
+which torch refuses for a module on the CPU. :func:`setup_cpu_dist`, called
+by :func:`common.build_runner` before the runner exists, creates the process
+group itself (gloo where the config asks for a GPU-only backend) and sets
+``device_ids=None``, in the config, so the config dumped to ``work_dir``
+says what ran. With an accelerator it does nothing. See
+docs/distributed.md.
 """
 import datetime
 import logging
@@ -34,68 +21,61 @@ from mmengine.logging import print_log
 # backends that exist only with their accelerator; 'gloo' and 'mpi' run on
 # CPUs
 ACCELERATOR_BACKENDS = ('nccl', 'hccl', 'cncl', 'mccl')
-LAUNCHERS = ('pytorch', 'slurm', 'mpi')
+# the environment variables each launcher needs, and how to get them
+LAUNCHER_ENV = dict(
+    pytorch=(('RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT'),
+             'start the processes with torchrun (tools/dist_train.sh, '
+             'tools/dist_test.sh), or run one process with --launcher none'),
+    slurm=(('SLURM_PROCID', 'SLURM_NTASKS', 'SLURM_NODELIST'),
+           'start the tasks with srun (tools/slurm_train.sh, '
+           'tools/slurm_test.sh)'),
+    mpi=(('OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE',
+          'OMPI_COMM_WORLD_LOCAL_RANK', 'MASTER_ADDR'),
+         'start the processes with Open MPI\'s mpirun and set MASTER_ADDR to '
+         'the address of rank 0'))
 DEFAULT_PORT = '29500'  # torch.distributed's
 
 
 def has_accelerator() -> bool:
     """Whether mmengine would run on a CUDA, NPU, MLU or MUSA device."""
-    from mmengine.device import (is_cuda_available, is_mlu_available,
-                                 is_musa_available, is_npu_available)
-    return (is_cuda_available() or is_npu_available() or is_mlu_available()
-            or is_musa_available())
-
-
-def _require_env(launcher: str, names, hint: str) -> None:
-    missing = [name for name in names if name not in os.environ]
-    if missing:
-        raise RuntimeError(
-            f'--launcher {launcher} needs the environment variables '
-            f'{", ".join(names)}, but {", ".join(missing)} '
-            f'{"is" if len(missing) == 1 else "are"} not set; {hint}')
+    from mmengine.device import get_device
+    return get_device() in ('cuda', 'npu', 'mlu', 'musa')
 
 
 def _set_launcher_env(launcher: str, port=None) -> None:
     """RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT from the
     launcher's own variables, as mmengine's ``_init_dist_slurm`` and
     ``_init_dist_mpi`` set them (less their ``torch.cuda.set_device``)."""
-    if launcher == 'pytorch':
-        _require_env(
-            launcher, ('RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'MASTER_PORT'),
-            'start the processes with torchrun (tools/dist_train.sh, '
-            'tools/dist_test.sh), or run one process with --launcher none')
+    env = os.environ
+    names, hint = LAUNCHER_ENV[launcher]
+    missing = [name for name in names if name not in env]
+    if missing:
+        raise RuntimeError(
+            f'--launcher {launcher} needs the environment variables '
+            f'{", ".join(names)}, but {", ".join(missing)} '
+            f'{"is" if len(missing) == 1 else "are"} not set; {hint}')
+    if launcher == 'pytorch':  # torchrun has set them all
         return
     if launcher == 'slurm':
-        _require_env(launcher,
-                     ('SLURM_PROCID', 'SLURM_NTASKS', 'SLURM_NODELIST'),
-                     'start the tasks with srun (tools/slurm_train.sh, '
-                     'tools/slurm_test.sh)')
-        rank = os.environ['SLURM_PROCID']
-        os.environ['WORLD_SIZE'] = os.environ['SLURM_NTASKS']
-        os.environ['LOCAL_RANK'] = os.environ.get('SLURM_LOCALID', rank)
-        if 'MASTER_ADDR' not in os.environ:
-            # the first node of the job
-            os.environ['MASTER_ADDR'] = subprocess.getoutput(
-                'scontrol show hostname '
-                f'{os.environ["SLURM_NODELIST"]} | head -n1')
+        env['RANK'] = env['SLURM_PROCID']
+        env['WORLD_SIZE'] = env['SLURM_NTASKS']
+        env['LOCAL_RANK'] = env.get('SLURM_LOCALID', env['RANK'])
+        if 'MASTER_ADDR' not in env:  # the first node of the job
+            env['MASTER_ADDR'] = subprocess.getoutput(
+                f'scontrol show hostname {env["SLURM_NODELIST"]} | head -n1')
     else:  # mpi
-        _require_env(
-            launcher, ('OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE',
-                       'OMPI_COMM_WORLD_LOCAL_RANK', 'MASTER_ADDR'),
-            'start the processes with Open MPI\'s mpirun and set '
-            'MASTER_ADDR to the address of rank 0')
-        rank = os.environ['OMPI_COMM_WORLD_RANK']
-        os.environ['WORLD_SIZE'] = os.environ['OMPI_COMM_WORLD_SIZE']
-        os.environ['LOCAL_RANK'] = os.environ['OMPI_COMM_WORLD_LOCAL_RANK']
-    os.environ['RANK'] = rank
+        env['RANK'] = env['OMPI_COMM_WORLD_RANK']
+        env['WORLD_SIZE'] = env['OMPI_COMM_WORLD_SIZE']
+        env['LOCAL_RANK'] = env['OMPI_COMM_WORLD_LOCAL_RANK']
     if port is not None:
-        os.environ['MASTER_PORT'] = str(port)
-    os.environ.setdefault('MASTER_PORT', DEFAULT_PORT)
+        env['MASTER_PORT'] = str(port)
+    env.setdefault('MASTER_PORT', DEFAULT_PORT)
 
 
 def _cpu_model_wrapper(cfg: Config) -> None:
     """``device_ids=None`` for a DistributedDataParallel wrapper: the runner
     would pass ``[LOCAL_RANK]``, a CUDA device."""
+    import mmengine.model  # noqa: F401  (registers the wrappers)
     from mmengine.registry import MODEL_WRAPPERS
     from torch.nn.parallel import DistributedDataParallel
 
@@ -125,9 +105,9 @@ def setup_cpu_dist(cfg: Config) -> None:
     launcher = cfg.get('launcher', 'none')
     if launcher == 'none' or has_accelerator():
         return
-    if launcher not in LAUNCHERS:
-        raise ValueError(f'launcher={launcher!r} is not one of {LAUNCHERS} '
-                         "or 'none'; change --launcher")
+    if launcher not in LAUNCHER_ENV:
+        raise ValueError(f'launcher={launcher!r} is not one of '
+                         f"{tuple(LAUNCHER_ENV)} or 'none'; change --launcher")
     if cfg.get('sync_bn', None) is not None:
         raise ValueError(
             f'sync_bn={cfg.sync_bn!r}: torch\'s SyncBatchNorm runs on GPUs '
@@ -137,8 +117,7 @@ def setup_cpu_dist(cfg: Config) -> None:
     if torch_dist.is_available() and torch_dist.is_initialized():
         return
 
-    env_cfg = cfg.setdefault('env_cfg', dict())
-    dist_cfg = env_cfg.setdefault('dist_cfg', dict())
+    dist_cfg = cfg.setdefault('env_cfg', dict()).setdefault('dist_cfg', {})
     init_backend = dist_cfg.get('init_backend', 'torch')
     if init_backend != 'torch':
         raise ValueError(

@@ -1,36 +1,35 @@
 """What the data set generators (``make_coco.py``, ``make_ade20k.py``,
-``make_imagenet.py``) share besides the renderer: argument checks, the
-output directory and the record of what was written there, the progress
-bar and the command line.
+``make_imagenet.py``) share besides the renderer (``shapes.py``): argument
+checks, the output directory and its marker, the progress bar and the
+command line. What they write, replace and refuse: docs/get_started.md,
+"Generated data sets".
 
-Every image is seeded from ``(seed, split, index)`` (and its class, for
-ImageNet): the same arguments give byte-identical files. A generator keeps
-in ``--out`` a marker (``make_coco.json``, ...) with its arguments and the
-files it writes, written before the first image (``"complete": false``)
-and again at the end. So:
-
-- ``--out`` naming a file, or a path under one, is refused first;
-- a non-empty directory is refused unless the same generator made the set
-  in it and ``--overwrite`` is given;
-- ``--overwrite`` deletes only the listed files (and the folders left
-  empty); if other files are there, they are named and nothing is deleted;
-- an interrupted run (marker not ``complete``) is replaced without
-  ``--overwrite``, under the same rule.
-
-For an older marker without the list, ``files_of`` works it out from the
-arguments.
+A generator keeps in ``--out`` a marker (``make_coco.json``, ...) with its
+arguments and the files it writes, written before the first image
+(``"complete": false``) and again at the end. ``--overwrite`` (and a new run
+over an interrupted one) deletes only the listed files, and nothing when
+others are there; for an older marker without the list, ``files_of`` works
+it out from the arguments.
 """
 import argparse
 import inspect
 import json
+import math
 import os
 import os.path as osp
 import re
 import sys
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 from PIL import Image
+
+# name: (low, high, note): the range of each argument a generator checks
+Limits = Dict[str, Tuple[float, float, str]]
+AT_LEAST_0, AT_LEAST_1 = (0, math.inf, ''), (1, math.inf, '')
+TEST_SET = (0, math.inf, ' (0: a test set)')
+CANVAS_SCALE = (1, 8, ' (the image side over --size; objects keep their '
+                'size)')
 
 
 def _some(paths: List[str], shown: int = 10) -> str:
@@ -63,6 +62,25 @@ def check_out_dir(out_dir: str):
             f'not a directory. Give a directory for the data set.')
 
 
+def bad_arg(name: str, value, allowed: str) -> ValueError:
+    """The error for argument ``name``: the option, the value, what is
+    allowed."""
+    return ValueError(f'--{name.replace("_", "-")} ({name}) must be '
+                      f'{allowed}, got {value}')
+
+
+def check_args(args: dict, limits: Limits, checks=()):
+    """:func:`bad_arg` for the first of ``args`` out of its ``limits``, then
+    for the first ``(name, value, ok, allowed)`` of ``checks`` not ``ok``."""
+    for name, (low, high, note) in limits.items():
+        if not low <= args[name] <= high:
+            allowed = f'>= {low}' if high == math.inf else f'{low} to {high}'
+            raise bad_arg(name, args[name], allowed + note)
+    for name, value, ok, allowed in checks:
+        if not ok:
+            raise bad_arg(name, value, allowed)
+
+
 def progress_bar(total: int, enabled: bool, title: str) -> Callable:
     """An ``update()`` for mmengine's ``ProgressBar`` over ``total`` items
     on stdout, after a ``title`` line, redrawn at most 100 times (a log that
@@ -72,29 +90,17 @@ def progress_bar(total: int, enabled: bool, title: str) -> Callable:
     from mmengine.utils import ProgressBar
     print(title, flush=True)
     bar, step = ProgressBar(total, file=sys.stdout), max(1, total // 100)
-    done = shown = 0
+    done = 0
 
     def update():
-        nonlocal done, shown
+        nonlocal done
         done += 1
-        if done - shown >= step or done == total:
-            bar.update(done - shown)
-            shown = done
+        if done % step == 0 or done == total:
+            bar.update(done - bar.completed)
         if done == total:
             print(flush=True)
 
     return update
-
-
-def check_args(*checks: Tuple[str, object, bool, str]):
-    """ValueError for the first ``(name, value, ok, allowed)`` that is not
-    ``ok``, e.g. ``('size', size, size >= 8, '>= 8 pixels')``, naming the
-    option (``--`` and the name with dashes), the value and what is
-    allowed."""
-    for name, value, ok, allowed in checks:
-        if not ok:
-            raise ValueError(f'--{name.replace("_", "-")} ({name}) must be '
-                             f'{allowed}, got {value}')
 
 
 def save_image(path: str, array: np.ndarray):
@@ -113,11 +119,13 @@ def save_json(path: str, obj, indent: int = None):
 
 class Generator:
     """A data set generator: its name (``make_coco.py``, for messages), its
-    marker (``make_coco.json``) and ``files_of(args)``, the files it writes
-    for the arguments in a marker, relative to the output directory."""
+    marker (``make_coco.json``), ``files_of(args)``, the files it writes
+    for the arguments in a marker, relative to the output directory, and
+    the ``limits`` of its arguments (:func:`check_args`)."""
 
-    def __init__(self, tool: str, files_of: Callable[[dict], List[str]]):
-        self.tool, self.files_of = tool, files_of
+    def __init__(self, tool: str, files_of: Callable[[dict], List[str]],
+                 limits: Limits):
+        self.tool, self.files_of, self.limits = tool, files_of, limits
         self.marker = tool.replace('.py', '.json')
 
     def _read(self, out_dir: str) -> Optional[dict]:
@@ -185,33 +193,30 @@ class Generator:
             if folder != out_dir and not os.listdir(folder):
                 os.rmdir(folder)  # left empty
 
-    def _mark(self, out_dir: str, info: dict, files: List[str],
-              complete: bool) -> dict:
-        """Write ``info`` and the ``files`` to the marker, atomically;
-        return ``info``."""
-        path = osp.join(out_dir, self.marker)
-        save_json(path + '.tmp', dict(info, complete=complete,
-                                      files=sorted(files)), indent=1)
-        os.replace(path + '.tmp', path)
-        return info
-
-    def write(self, out_dir: str, args: dict, checks: list, overwrite: bool,
-              progress: bool, total: int,
-              write: Callable[[Callable], dict]) -> dict:
-        """Check ``--out``, then ``checks`` (:func:`check_args`), make way
+    def write(self, out_dir: str, args: dict, overwrite: bool,
+              progress: bool, total: int, write: Callable[[Callable], dict],
+              checks=()) -> dict:
+        """Check ``--out``, then ``args`` (:func:`check_args`), make way
         (:meth:`prepare`), record the files of ``args``, call
         ``write(update)`` to write them (``update()`` after each of the
         ``total`` images) and return ``args`` updated with what it returns,
         as recorded in the marker."""
         check_out_dir(out_dir)
-        check_args(*checks)
+        check_args(args, self.limits, checks)
         self.prepare(out_dir, overwrite)
-        files = self.files_of(args)
-        self._mark(out_dir, args, files, complete=False)
+        marker, files = osp.join(out_dir, self.marker), self.files_of(args)
+
+        def mark(info: dict, complete: bool) -> dict:  # atomically
+            save_json(marker + '.tmp', dict(info, complete=complete,
+                                            files=sorted(files)), indent=1)
+            os.replace(marker + '.tmp', marker)
+            return info
+
+        mark(args, complete=False)
         info = dict(args, **write(progress_bar(
             total, progress,
             f'{self.tool}: writing {total} images to {out_dir}')))
-        return self._mark(out_dir, info, files, complete=True)
+        return mark(info, complete=True)
 
     def main(self, make: Callable, doc: str, metavars: dict = None,
              argv: List[str] = None) -> Tuple[dict, str]:

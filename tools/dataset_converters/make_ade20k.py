@@ -3,36 +3,31 @@ ADEChallengeData2016) on-disk layout.
 
 Synthetic scenes (``shapes.py``) stored exactly as mmseg's
 ``ADE20KDataset`` reads the real ADE20K
-(``data_root='data/ade/ADEChallengeData2016'``)::
-
-    OUT/
-    ├── ADEChallengeData2016/
-    │   ├── images/
-    │   │   ├── training/ADE_train_00000001.jpg ...
-    │   │   └── validation/ADE_val_00000001.jpg ...
-    │   └── annotations/
-    │       ├── training/ADE_train_00000001.png ...
-    │       └── validation/ADE_val_00000001.png ...
-    └── make_ade20k.json               (how it was made, the files written)
+(``data_root='data/ade/ADEChallengeData2016'``):
+``OUT/ADEChallengeData2016/{images,annotations}/{training,validation}/``
+(``ADE_train_00000001.jpg`` / ``.png``, ..., ``ADE_val_...``) and
+``OUT/make_ade20k.json`` (how it was made, the files written).
 
 Label maps are single-channel PNGs as in ADE20K: 0 is "other" (here the
 background), 1 to K the object classes, ADE20K's classes 1..K ('wall',
 'building', ...): with ``reduce_zero_label=True`` a config sets
 ``num_classes=K`` and ``metainfo=dict(classes=ADE20KDataset.METAINFO[
-'classes'][:K])``. Seeding, ``--out`` and ``--overwrite``: see
-``generated.py``.
+'classes'][:K])``. Seeding, ``--out`` and ``--overwrite``:
+docs/get_started.md.
 
 Example::
 
     python tools/dataset_converters/make_ade20k.py --out data/ade \\
         --num-train 200 --num-val 50 --size 256 --num-classes 4
 """
+import math
 import os.path as osp
 import sys
 from typing import List
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from generated import Generator, save_image  # noqa: E402
+from generated import AT_LEAST_0, AT_LEAST_1, Generator  # noqa: E402
+from generated import save_image  # noqa: E402
 from shapes import scenes  # noqa: E402
 
 SUBDIR = 'ADEChallengeData2016'
@@ -56,7 +51,9 @@ def ade20k_files(info: dict) -> List[str]:
             for kind, ext in (('images', 'jpg'), ('annotations', 'png'))]
 
 
-GENERATOR = Generator('make_ade20k.py', ade20k_files)
+GENERATOR = Generator('make_ade20k.py', ade20k_files, dict(
+    num_classes=(1, MAX_CLASSES, ''), num_train=AT_LEAST_1,
+    num_val=AT_LEAST_1, size=(32, math.inf, ' pixels'), seed=AT_LEAST_0))
 read_info = GENERATOR.read_info
 
 
@@ -90,14 +87,6 @@ def make_ade20k(out_dir: str,
     """
     args = dict(num_train=num_train, num_val=num_val, size=size,
                 num_classes=num_classes, seed=seed)
-    checks = [
-        ('num_classes', num_classes, 1 <= num_classes <= MAX_CLASSES,
-         f'1 to {MAX_CLASSES}'),
-        ('num_train', num_train, num_train >= 1, '>= 1'),
-        ('num_val', num_val, num_val >= 1, '>= 1'),
-        ('size', size, size >= 32, '>= 32 pixels'),
-        ('seed', seed, seed >= 0, '>= 0'),
-    ]
     root = osp.join(out_dir, SUBDIR)
 
     def write(update):
@@ -115,7 +104,7 @@ def make_ade20k(out_dir: str,
                 update()
         return dict(data_root=root)
 
-    return GENERATOR.write(out_dir, args, checks, overwrite, progress,
+    return GENERATOR.write(out_dir, args, overwrite, progress,
                            num_train + num_val, write)
 
 

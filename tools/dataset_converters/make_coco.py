@@ -1,22 +1,17 @@
 """Generate a small detection data set in the COCO 2017 on-disk layout.
 
 Synthetic scenes (``shapes.py``) stored exactly as mmdet's ``CocoDataset``
-reads the real COCO 2017 (``data_root='data/coco/'``)::
-
-    OUT/
-    ├── annotations/
-    │   ├── instances_train2017.json
-    │   └── instances_val2017.json
-    ├── train2017/000000000001.jpg ...
-    ├── val2017/000000000101.jpg ...
-    └── make_coco.json                 (how it was made, the files written)
+reads the real COCO 2017 (``data_root='data/coco/'``):
+``OUT/annotations/instances_{train,val}2017.json``, ``OUT/train2017/``
+(images 1..N), ``OUT/val2017/`` (N+1..) and ``OUT/make_coco.json`` (how it
+was made, the files written).
 
 The categories are the first ``num_classes`` real COCO categories with their
 real ids and names ('person' = 1, ..., 'stop sign' = 13: ids are not
 contiguous), so a config only sets ``metainfo=dict(classes=<those names>)``
 and ``num_classes``. Each category is one shape in its own colour. Each
 image side is 0.75x to 1.25x of ``size``, so batches need padding as on
-real COCO. Seeding, ``--out`` and ``--overwrite``: see ``generated.py``.
+real COCO. Seeding, ``--out`` and ``--overwrite``: docs/get_started.md.
 
 Example::
 
@@ -30,7 +25,8 @@ import sys
 from typing import List, Sequence
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from generated import Generator, save_image, save_json  # noqa: E402
+from generated import (AT_LEAST_0, AT_LEAST_1, CANVAS_SCALE,  # noqa: E402
+                       TEST_SET, Generator, save_image, save_json)
 from shapes import scenes  # noqa: E402
 
 SPLIT_IDS = {'train2017': 0, 'val2017': 1}
@@ -82,7 +78,12 @@ def coco_files(info: dict) -> List[str]:
         for i in ids]
 
 
-GENERATOR = Generator('make_coco.py', coco_files)
+GENERATOR = Generator('make_coco.py', coco_files, dict(
+    num_classes=(1, len(COCO_CATEGORIES), ''), num_train=TEST_SET,
+    num_val=AT_LEAST_1, seed=AT_LEAST_0, canvas_scale=CANVAS_SCALE,
+    size=(MIN_SIZE, math.inf, " pixels: image sides go down to 0.75 x size, "
+          "and mmdet's COCO configs drop images under 32 px (filter_cfg "
+          "min_size=32)")))
 read_info = GENERATOR.read_info
 
 
@@ -134,24 +135,10 @@ def make_coco(out_dir: str,
                 num_classes=num_classes, seed=seed,
                 object_scale=[low, high], objects_per_image=[fewest, most],
                 canvas_scale=canvas_scale)
-    checks = [
-        ('num_classes', num_classes,
-         1 <= num_classes <= len(COCO_CATEGORIES),
-         f'1 to {len(COCO_CATEGORIES)}'),
-        ('num_train', num_train, num_train >= 0, '>= 0 (0: a test set)'),
-        ('num_val', num_val, num_val >= 1, '>= 1'),
-        ('size', size, size >= MIN_SIZE,
-         f'>= {MIN_SIZE} pixels: image sides go down to 0.75 x size, and '
-         f"mmdet's COCO configs drop images under 32 px (filter_cfg "
-         f'min_size=32)'),
-        ('seed', seed, seed >= 0, '>= 0'),
-        ('object_scale', object_scale, 0 < low <= high <= 1,
-         '0 < LOW <= HIGH <= 1'),
-        ('canvas_scale', canvas_scale, 1 <= canvas_scale <= 8,
-         '1 to 8 (the image side over --size; objects keep their size)'),
-        ('objects_per_image', objects_per_image, 1 <= fewest <= most,
-         '1 <= MIN <= MAX'),
-    ]
+    checks = [('object_scale', object_scale, 0 < low <= high <= 1,
+               '0 < LOW <= HIGH <= 1'),
+              ('objects_per_image', objects_per_image, 1 <= fewest <= most,
+               '1 <= MIN <= MAX')]
     categories = COCO_CATEGORIES[:num_classes]
 
     def write(update):
@@ -196,8 +183,8 @@ def make_coco(out_dir: str,
         return dict(classes=coco_classes(num_classes),
                     num_objects=num_objects)
 
-    return GENERATOR.write(out_dir, args, checks, overwrite, progress,
-                           num_train + num_val, write)
+    return GENERATOR.write(out_dir, args, overwrite, progress,
+                           num_train + num_val, write, checks)
 
 
 def main(argv=None):

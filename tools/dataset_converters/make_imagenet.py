@@ -1,25 +1,18 @@
 """Generate a small data set in the ImageNet-1k on-disk layout.
 
 Synthetic images stored exactly as mmpretrain's ``ImageNet`` dataset reads
-the real ILSVRC2012 (``data_root`` + ``split='train'`` / ``'val'``)::
-
-    OUT/
-    ├── meta/
-    │   ├── train.txt     n01440764/n01440764_1.JPEG 0
-    │   └── val.txt       ILSVRC2012_val_00000001.JPEG 2
-    ├── train/
-    │   ├── n01440764/n01440764_1.JPEG ...
-    │   └── ...
-    ├── val/
-    │   └── ILSVRC2012_val_00000001.JPEG ...   (flat, classes interleaved)
-    └── make_imagenet.json                     (how it was made, the files)
+the real ILSVRC2012 (``data_root`` + ``split='train'`` / ``'val'``):
+``OUT/train/n01440764/n01440764_1.JPEG``, ..., a flat ``OUT/val/`` of
+``ILSVRC2012_val_00000001.JPEG``, ... (classes interleaved), the lists
+``OUT/meta/{train,val}.txt`` (``NAME LABEL`` lines) and
+``OUT/make_imagenet.json`` (how it was made, the files written).
 
 The classes are the first ``num_classes`` real ImageNet wnids in sorted
 order, so label ``k`` is ImageNet class ``k``. Each image holds one object
 of its class (``shapes.py``) anywhere on a textured background: a small
 CPVT learns to find it in a few hundred iterations. Images are seeded per
 class too, so adding classes or images leaves the others unchanged.
-Seeding, ``--out`` and ``--overwrite``: see ``generated.py``.
+Seeding, ``--out`` and ``--overwrite``: docs/get_started.md.
 
 Example::
 
@@ -27,6 +20,7 @@ Example::
         --num-classes 10 --train-per-class 100 --val-per-class 20 --size 64
 """
 import hashlib
+import math
 import os
 import os.path as osp
 import sys
@@ -35,7 +29,8 @@ from typing import List, Tuple
 import numpy as np
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from generated import Generator, save_image  # noqa: E402
+from generated import (AT_LEAST_0, AT_LEAST_1, CANVAS_SCALE,  # noqa: E402
+                       TEST_SET, Generator, save_image)
 from shapes import outline, paint, polygon_mask  # noqa: E402
 from shapes import render_background  # noqa: E402
 
@@ -112,7 +107,10 @@ def imagenet_files(info: dict) -> List[str]:
         f'{split}/{name}' for split, name, _, _ in _images(info)]
 
 
-GENERATOR = Generator('make_imagenet.py', imagenet_files)
+GENERATOR = Generator('make_imagenet.py', imagenet_files, dict(
+    num_classes=(1, NUM_CLASSES, ''), train_per_class=TEST_SET,
+    val_per_class=AT_LEAST_1, size=(8, math.inf, ' pixels'), seed=AT_LEAST_0,
+    canvas_scale=CANVAS_SCALE))
 read_info = GENERATOR.read_info
 
 
@@ -153,18 +151,6 @@ def make_imagenet(out: str,
                 val_per_class=val_per_class, size=size, seed=seed,
                 canvas_scale=canvas_scale, generator=generator_id(),
                 wnids=imagenet_wnids()[:num_classes])
-    checks = [
-        ('num_classes', num_classes, 1 <= num_classes <= NUM_CLASSES,
-         f'1 to {NUM_CLASSES}'),
-        ('train_per_class', train_per_class, train_per_class >= 0,
-         '>= 0 (0: a test set)'),
-        ('val_per_class', val_per_class, val_per_class >= 1, '>= 1'),
-        ('size', size, size >= 8, '>= 8 pixels'),
-        ('seed', seed, seed >= 0, '>= 0'),
-        ('canvas_scale', canvas_scale, 1 <= canvas_scale <= 8,
-         '1 to 8 (the image side over --size; the object keeps its size)'),
-    ]
-
     def write(update):
         lines = {'train': [], 'val': []}
         for split, name, label, i in _images(args):
@@ -179,7 +165,7 @@ def make_imagenet(out: str,
                 f.write(''.join(lines[split]))
         return dict(num_train=len(lines['train']), num_val=len(lines['val']))
 
-    return GENERATOR.write(out, args, checks, overwrite, progress,
+    return GENERATOR.write(out, args, overwrite, progress,
                            num_classes * (train_per_class + val_per_class),
                            write)
 

@@ -21,9 +21,6 @@ from typing import List, Tuple
 
 import numpy as np
 
-SHAPES = ('disc', 'square', 'triangle', 'cross', 'diamond', 'star',
-          'hexagon', 'ellipse', 'lshape', 'chevron')
-
 
 def _regular(n: int, radius: float = 1., start: float = -np.pi / 2,
              yscale: float = 1.) -> np.ndarray:
@@ -50,7 +47,7 @@ UNIT_POLYGONS = {
     'chevron': np.array([[-.8, -.6], [0., .2], [.8, -.6], [.8, .1],
                          [0., .9], [-.8, .1]]),
 }
-assert set(UNIT_POLYGONS) == set(SHAPES)
+SHAPES = tuple(UNIT_POLYGONS)  # class k is SHAPES[k % 10]
 
 
 @dataclass

@@ -167,25 +167,14 @@ def _did_you_mean(key: str, choices, cutoff: float = 0.6) -> str:
 
 
 def check_cfg_options(cfg: Config, options: Dict, config: str) -> None:
-    """Refuse ``--cfg-options`` keys that would be ignored or break merging.
-
-    Config files may add any key, but on the command line a new key is most
-    often a misspelt one, which mmengine adds silently (the run keeps the
-    old value). Refused:
-
-    - a top-level key the config does not have, unless the runner reads it
-      (:func:`runner_keys`, e.g. ``custom_hooks``, ``compile``): any other
-      new top-level key is read by nobody;
-    - a new nested key that nearly spells an existing key beside it
-      (``model.backbon.arch``, ``default_hooks.chekpoint.interval``). Other
-      new nested keys pass: they are new arguments of what the dict builds
-      (``model.backbone.drop_path_rate``), which its constructor checks
-      unless it takes ``**kwargs``;
-    - a key below a value that is not a dict, or below a list other than by
-      an index in range (``train_dataloader.dataset.pipeline.1.scale``).
-
-    Any of these can still be set in a config that inherits this one
-    (``_base_ = CONFIG``), as the messages say.
+    """Refuse ``--cfg-options`` keys that would be ignored or break merging
+    (see README.md): on the command line a new key is most often a
+    misspelt one, which mmengine adds silently (the run keeps the old
+    value). A new top-level key passes only if the runner reads it
+    (:func:`runner_keys`); a new nested key only if it does not nearly
+    spell a key beside it (else it is a new argument of what the dict
+    builds, which its constructor checks). A key below a plain value, or
+    below a list other than by an index in range, is refused too.
 
     Raises:
         ValueError: one line per refused key.

@@ -1,16 +1,10 @@
 """Test (and evaluate) a checkpoint with an mmpretrain, mmdet or mmseg config.
 
-Like ``tools/train.py``, the config's ``default_scope`` says which library
-the runner builds from. The metrics are logged by the runner and printed
-once more at the end, one ``name: value`` a line.
-
-The checkpoint must hold every tensor of the config's model (names and
-shapes): a model tested with some of its weights left random measures
-nothing (e.g. a classifier checkpoint gives a detector mAP 0.000), so such a
-checkpoint is refused, as are empty, truncated and unsafe files, before the
-test runs.
-
-Examples::
+The config's ``default_scope`` says which library the runner builds from.
+The checkpoint must hold every tensor of the model (names and shapes): one
+with some weights left random measures nothing (a classifier checkpoint
+gives a detector mAP 0.000), so it is refused before the test runs, as are
+empty, truncated and unsafe files. The metrics are printed at the end.
 
     python tools/test.py configs/cpvt/cpvt-tiny_4xb256_in1k.py CKPT
     python tools/test.py CONFIG CKPT --out preds.pkl        # predictions
@@ -82,24 +76,24 @@ def enable_visualization(cfg: Config, show_dir: str) -> None:
 
 
 def merge_args(cfg: Config, args) -> Config:
-    """Apply the command line to ``cfg``."""
+    """Apply the command line to ``cfg``; SystemExit on unusable options."""
     cfg = common.apply_common_args(cfg, args)
     cfg.load_from = args.checkpoint
     if args.show_dir:
         enable_visualization(cfg, args.show_dir)
-    if args.out and args.out_item == 'pred' and _scope(cfg) == 'mmseg':
-        # mmseg's IoUMetric writes prediction maps into a directory.
-        cfg.test_evaluator['output_dir'] = args.out
-        cfg.test_evaluator['keep_results'] = True
+    if args.out and args.out_item == 'pred':
+        if _scope(cfg) == 'mmseg':
+            # mmseg's IoUMetric writes prediction maps into a directory.
+            cfg.test_evaluator.update(output_dir=args.out, keep_results=True)
+        elif not args.out.endswith(('.pkl', '.pickle')):
+            raise SystemExit(
+                f'test.py: error: --out {args.out}: predictions are saved as '
+                'a pickle, use a .pkl file name (or --out-item metrics)')
     return cfg
 
 
 def dump_predictions_metric(scope: str, out: str):
     """The dummy metric that saves raw predictions to ``out`` (.pkl)."""
-    if not out.endswith(('.pkl', '.pickle')):
-        raise SystemExit(
-            f'test.py: error: --out {out}: predictions are saved as a '
-            'pickle, use a .pkl file name (or --out-item metrics)')
     if scope == 'mmdet':
         # Encodes masks as RLE; imported only for detection configs.
         from mmdet.evaluation import DumpDetResults
@@ -114,18 +108,13 @@ def main(argv=None):
             check_checkpoint(args.checkpoint, state_dict=True)
         except CheckpointError as e:
             raise SystemExit(f'test.py: error: {e}')
-    cfg = Config.fromfile(args.config)
-    cfg = merge_args(cfg, args)
-    scope = _scope(cfg)
-    dump_metric = None
-    if args.out and args.out_item == 'pred' and scope != 'mmseg':
-        dump_metric = dump_predictions_metric(scope, args.out)
+    cfg = merge_args(Config.fromfile(args.config), args)
 
     runner = common.build_runner(cfg)
-    if dump_metric is not None:
-        runner.test_evaluator.metrics.append(dump_metric)
+    if args.out and args.out_item == 'pred' and _scope(cfg) != 'mmseg':
+        runner.test_evaluator.metrics.append(
+            dump_predictions_metric(_scope(cfg), args.out))
     runner.register_hook(CheckpointFitHook(min_fraction=1.0))
-
     try:
         with common.refusing_unpicklable('test.py', cfg):
             metrics = runner.test()

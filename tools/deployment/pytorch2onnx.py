@@ -1,27 +1,12 @@
 """Export a classifier, or the backbone of a detector / segmentor, to ONNX
-with dynamic batch, height and width, and check it with onnxruntime (see
-docs/deployment.md).
+with dynamic batch, height and width, and check it with onnxruntime at
+``--shape`` and at a size no patch, stride or window divides. What is
+exported, the input's normalisation (stored in the file's metadata) and
+why the shapes stay dynamic: docs/deployment.md.
 
     python tools/deployment/pytorch2onnx.py CONFIG [CHECKPOINT] \\
         [--output-file F] [--shape H W] [--opset N] [--verify-shape H W] \\
         [--dynamic-export | --static [--verify]] [--backbone-only]
-
-What is exported: of a classifier config, the scores (one output ``scores``,
-:class:`ClassifierScores`); of a detector or segmentor config (or with
-``--backbone-only``), the backbone (one output per feature map, ``feat0``,
-``feat1``, ...); a whole detector or segmentor is mmdeploy's job.
-
-The input ``input`` is a float32 NCHW batch normalised as the config's data
-preprocessor does (RGB, ``(img - mean) / std``), outside the graph as in
-OpenMMLab's practice; mean, std and channel order go into the metadata.
-
-The model is built and loaded by its library's init function (every
-checkpoint read with ``weights_only=True``) and traced by PyTorch's
-TorchScript exporter (``dynamo=False``) with ``dynamic_axes``: PEG models
-have no position table tied to one size, so one file serves every input
-size. mmcv's ``AdaptivePadding`` pads by traced arithmetic during the export,
-as mmdeploy's rewriter does. onnxruntime checks the file against PyTorch at
-``--shape`` and at a size no patch, stride or window divides.
 """
 import argparse
 import importlib
@@ -31,7 +16,6 @@ import os.path as osp
 import pickle
 import sys
 import warnings
-from contextlib import contextmanager
 from typing import List, Sequence, Tuple
 from unittest import mock
 
@@ -82,15 +66,12 @@ class TracedAdaptivePadding(AdaptivePadding):
                          pad_h - pad_h // 2])
 
 
-@contextmanager
 def traceable_padding(model: nn.Module):
     """mmcv's ``AdaptivePadding`` pads as :class:`TracedAdaptivePadding`
     during the export, as mmdeploy's rewriters make it do."""
-    with mock.patch.object(AdaptivePadding, 'get_pad_shape',
-                           TracedAdaptivePadding.get_pad_shape), \
-            mock.patch.object(AdaptivePadding, 'forward',
-                              TracedAdaptivePadding.forward):
-        yield
+    return mock.patch.multiple(
+        AdaptivePadding, get_pad_shape=TracedAdaptivePadding.get_pad_shape,
+        forward=TracedAdaptivePadding.forward)
 
 
 class ClassifierScores(nn.Module):
@@ -174,9 +155,8 @@ def parse_args(argv=None):
     if args.verify_shape is not None and min(args.verify_shape) < 1:
         parser.error(f'--verify-shape takes positive H W, got '
                      f'{args.verify_shape}')
-    if args.checkpoint is not None and '://' not in args.checkpoint and \
-            not osp.isfile(args.checkpoint):
-        parser.error(f'checkpoint file not found: {args.checkpoint}')
+    if args.checkpoint is not None:
+        common.require(parser, args.checkpoint, 'checkpoint')
     name = osp.splitext(osp.basename(args.config))[0]
     args.output_file = args.output_file or osp.join('work_dirs', name,
                                                     f'{name}.onnx')
@@ -299,22 +279,24 @@ def verify(module: nn.Module, output_file: str, sizes, output_names,
         try:
             with torch.no_grad():
                 ref = module(x)  # may fail: e.g. a map too small
-            outs = sess.run(None, {'input': x.numpy()})
+            outs = [torch.from_numpy(o) for o in sess.run(
+                None, {'input': x.numpy()})]
         except Exception as e:  # onnxruntime's errors have no common base
             print(f'{where}: failed: {type(e).__name__}: {e}')
             all_ok = False
             continue
         ref = ref if isinstance(ref, tuple) else (ref, )
         diffs = {
-            name: float((torch.from_numpy(o) - r).abs().max())
-            if o.shape == tuple(r.shape) else float('inf')
+            name: float((o - r).abs().max()) if o.shape == r.shape else
+            float('inf')
             for name, o, r in zip(output_names, outs, ref)
         }
         if diffs.get('scores', float('inf')) < float('inf'):
             # Probabilities (1e-3 each of 1000 classes) hide a wrong graph;
             # their logarithms are the logits up to a constant per image.
-            diffs['log(scores)'] = float((torch.from_numpy(outs[0]).clamp(
-                min=1e-30).log() - ref[0].clamp(min=1e-30).log()).abs().max())
+            diffs['log(scores)'] = float((outs[0].clamp(min=1e-30).log() -
+                                          ref[0].clamp(min=1e-30).log()
+                                          ).abs().max())
         ok = all(d <= atol for d in diffs.values())
         all_ok = all_ok and ok
         print(f'{where}: max |delta| '

@@ -1,24 +1,16 @@
 """A small-scale analogue of CPVT's Table 2 on real digits.
 
 Conditional Positional Encodings for Vision Transformers, Chu et al.,
-ICLR 2023 (https://arxiv.org/abs/2102.10882), Table 2 "Generalization to
-Higher Resolutions" (Sec. 4.2) and Table 8 (LE + RPE, Sec. 5.3): models
-trained at one input size are tested at larger ones without fine-tuning.
+ICLR 2023 (https://arxiv.org/abs/2102.10882), Table 2 (Sec. 4.2) and
+Table 8 (Sec. 5.3): tiny CPVT classifiers that differ only in their
+position encoding (:data:`VARIANTS`) are trained on scikit-learn's digits
+pasted on a canvas and tested, unchanged, on the larger inputs of
+:data:`TEST_SETS`. Set-up, outputs and results: docs/reproduction.md.
 
-scikit-learn's 1797 handwritten digits (8 x 8, no download) are upscaled to
-24 px and pasted at a random place on a black 32 x 32 canvas. Tiny CPVT
-classifiers that differ only in their position encoding (:data:`VARIANTS`)
-train with a RandomResizedCrop-like zoom of 1-3x until their accuracy on a
-validation split stops improving, and are tested, unchanged, on the test
-sets of :data:`TEST_SETS`. The headline is the accuracy each model *keeps*
-at a test size relative to its own 1x, with paired bootstrap intervals of
-the difference to the learned table.
-
-Outputs (``--out-dir``): results.json, correct.npz (per-image correctness,
-to recompute the bootstrap), results.md, accuracy.png / .svg, and every
-model as an OpenMMLab config + checkpoint. Results: docs/reproduction.md.
+Usage: python tools/reproduction/digits_canvas.py [--instruments] [--quick]
 """
 import argparse
+import contextlib
 import copy
 import json
 import math
@@ -27,7 +19,6 @@ import os
 import os.path as osp
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict
 from typing import Sequence
 
@@ -98,8 +89,6 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list:
     and the PEGs."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
         # '.pegs.': as Twins gvt.py, where no_weight_decay() lists pos_block.*
         skip = p.ndim <= 1 or '.pegs.' in f'.{name}' or any(
             k in name for k in ('pos_embed', 'cls_token', 'rpe'))
@@ -224,14 +213,18 @@ def train_and_test(name: str, seed: int, settings: Settings,
                 **stats)
 
 
+def train_job(job: tuple) -> dict:
+    """:func:`train_and_test` of a (name, seed, settings, out_dir) tuple."""
+    return train_and_test(*job)
+
+
 def default_jobs() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(
         os, 'sched_getaffinity') else os.cpu_count() or 1
 
 
 def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
-        out_dir: str, instruments: bool = False, jobs: int = 1,
-        log=print) -> dict:
+        out_dir: str, instruments: bool = False, jobs: int = 1) -> dict:
     """Train and test every variant x seed (``jobs`` at a time, each in its
     own process with one thread when ``jobs`` > 1); write the outputs;
     return the results (as written to results.json)."""
@@ -240,45 +233,33 @@ def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
     todo = [(v, s) for v in VARIANT_NAMES if v in variants for s in seeds]
     jobs = min(jobs, len(todo))
     data = load_split(settings)
-    log(f'[reproduce] {len(data["train"][1])} training / '
-        f'{len(data["val"][1])} validation / {len(data["test"][1])} test '
-        f'digits; {len(todo)} models, up to {settings.max_epochs} epochs '
-        f'(patience {settings.patience}), ' +
-        (f'{jobs} at a time (one process and thread each)' if jobs > 1
-         else f'one at a time, {torch.get_num_threads()} thread(s)'))
+    print(f'[reproduce] {len(data["train"][1])} training / '
+          f'{len(data["val"][1])} validation / {len(data["test"][1])} test '
+          f'digits; {len(todo)} models, up to {settings.max_epochs} epochs '
+          f'(patience {settings.patience}), ' +
+          (f'{jobs} at a time (one process and thread each)' if jobs > 1
+           else f'one at a time, {torch.get_num_threads()} thread(s)'))
     done = {}
-
-    def report(record):
-        done[record['variant'], record['seed']] = record
-        per_model = np.mean([r['run_time_s'] for r in done.values()])
-        eta = per_model * math.ceil((len(todo) - len(done)) / jobs)
-        log(f'[reproduce] {len(done)}/{len(todo)} {record["variant"]} seed '
-            f'{record["seed"]}: ' +
-            ', '.join(f'{t} {a:.1f}' for t, a in record['accuracy'].items())
-            + f' % | epochs {record["epochs"]} (best {record["best_epoch"]},'
-            f' val {max(record["val_accuracy"]):.1f}), loss '
-            f'{record["final_loss"]:.3f}, {record["run_time_s"]:.0f} s | '
-            f'elapsed {fmt_time(time.perf_counter() - start)}, '
-            f'ETA {fmt_time(eta)}')
-
-    if jobs == 1:
-        for name, seed in todo:
-            report(train_and_test(name, seed, settings, out_dir))
-    else:
-        # spawn, not fork: a forked child inherits torch's thread pool; one
-        # thread each (more would wait on each other, and one gives every
-        # run the same result whatever the job count)
-        with ProcessPoolExecutor(
-                jobs, mp_context=multiprocessing.get_context('spawn'),
-                initializer=torch.set_num_threads, initargs=(1, )) as pool:
-            futures = [pool.submit(train_and_test, name, seed, settings,
-                                   out_dir) for name, seed in todo]
-            try:
-                for future in as_completed(futures):
-                    report(future.result())
-            except BaseException:
-                pool.shutdown(cancel_futures=True)
-                raise
+    # spawn, not fork: a forked child inherits torch's thread pool; one
+    # thread each (more would wait on each other, and one gives every
+    # run the same result whatever the job count)
+    pool = multiprocessing.get_context('spawn').Pool(
+        jobs, torch.set_num_threads, (1, )) if jobs > 1 else None
+    with pool or contextlib.nullcontext():  # an error terminates the pool
+        for record in (pool.imap_unordered if pool else map)(
+                train_job, [(v, s, settings, out_dir) for v, s in todo]):
+            done[record['variant'], record['seed']] = record
+            per_model = np.mean([r['run_time_s'] for r in done.values()])
+            eta = per_model * math.ceil((len(todo) - len(done)) / jobs)
+            print(f'[reproduce] {len(done)}/{len(todo)} {record["variant"]}'
+                  f' seed {record["seed"]}: ' + ', '.join(
+                      f'{t} {a:.1f}' for t, a in record['accuracy'].items())
+                  + f' % | epochs {record["epochs"]} (best '
+                  f'{record["best_epoch"]}, val '
+                  f'{max(record["val_accuracy"]):.1f}), loss '
+                  f'{record["final_loss"]:.3f}, {record["run_time_s"]:.0f} s'
+                  f' | elapsed {fmt_time(time.perf_counter() - start)}, '
+                  f'ETA {fmt_time(eta)}')
     runs = [done[key] for key in todo]  # in table order
     per_image = {v: {t: np.stack([r['correct'][t] for r in runs  # (seeds, N)
                                   if r['variant'] == v]) for t in TEST_SETS}
@@ -298,7 +279,7 @@ def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
             upscale(data['test'][0][:INSTRUMENT_IMAGES], settings.digit),
             settings.canvas, g)
         results['instruments'], text = run_instruments(
-            runs, canvases, (canvases - PIXEL_MEAN) / PIXEL_STD, log=log)
+            runs, canvases, (canvases - PIXEL_MEAN) / PIXEL_STD)
         table += '\n' + text
     results['wall_time_s'] = time.perf_counter() - start
     with open(osp.join(out_dir, 'results.json'), 'w') as f:
@@ -307,10 +288,10 @@ def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
         f.write(table)
     plot(summary, [osp.join(out_dir, 'accuracy.png'),
                    osp.join(out_dir, 'accuracy.svg')])
-    log('\n' + table)
-    log(f'[reproduce] wrote {out_dir}/results.json, correct.npz, results.md,'
-        f' accuracy.png, accuracy.svg; wall time '
-        f'{fmt_time(results["wall_time_s"])}')
+    print('\n' + table)
+    print(f'[reproduce] wrote {out_dir}/results.json, correct.npz, '
+          'results.md, accuracy.png, accuracy.svg; wall time '
+          f'{fmt_time(results["wall_time_s"])}')
     return results
 
 

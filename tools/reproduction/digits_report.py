@@ -63,36 +63,40 @@ def summarise(runs: List[dict], per_image: dict,
     return out
 
 
+def markdown_table(title: str, columns: List[str], rows: list) -> str:
+    """A titled markdown table: a row ``(name, cells)`` per variant."""
+    return (f'{title}:\n\n| variant | ' + ' | '.join(columns) + ' |\n|---|' +
+            '---:|' * len(columns) + '\n' + ''.join(
+                f'| {name} | ' + ' | '.join(cells) + ' |\n'
+                for name, cells in rows))
+
+
 def markdown_tables(summary: dict) -> str:
     """The tables of results.md: the accuracy kept at each test size, the
     difference to :data:`REFERENCE`'s (where it ran), the accuracies and
     epochs."""
-
-    def table(title, columns, rows):
-        return (f'{title}:\n\n| variant | ' + ' | '.join(columns) +
-                ' |\n|---|' + '---:|' * len(columns) + '\n' + ''.join(
-                    f'| {LABELS[v]} | ' + ' | '.join(cells) + ' |\n'
-                    for v, cells in rows))
 
     def interval(k, key, sign=''):
         return (f'{k[key]:{sign}.1f} [{k[key + "_ci"][0]:{sign}.1f}, '
                 f'{k[key + "_ci"][1]:{sign}.1f}]')
 
     tests = list(TEST_SETS)[1:]
-    parts = [table('Accuracy kept, % of the model\'s own 1x accuracy '
-                   '[paired bootstrap 95 % interval]', tests,
-                   [(v, [interval(s['kept'][t], 'kept') for t in tests])
-                    for v, s in summary.items()])]
+    parts = [markdown_table(
+        'Accuracy kept, % of the model\'s own 1x accuracy [paired bootstrap '
+        '95 % interval]', tests,
+        [(LABELS[v], [interval(s['kept'][t], 'kept') for t in tests])
+         for v, s in summary.items()])]
     if REFERENCE in summary:
-        parts.append(table(
+        parts.append(markdown_table(
             f'Kept minus {LABELS[REFERENCE]}\'s kept, points [95 %]', tests,
-            [(v, [interval(s['kept'][t], 'diff', '+') for t in tests])
+            [(LABELS[v], [interval(s['kept'][t], 'diff', '+') for t in tests])
              for v, s in summary.items() if v != REFERENCE]))
-    parts.append(table(
+    parts.append(markdown_table(
         'Top-1 accuracy, % (mean ± sd over seeds), and epochs trained '
         '(mean, min-max; patience on the validation split)',
         list(TEST_SETS) + ['epochs'],
-        [(v, [f'{m:.1f} ± {sd:.1f}' for m, sd in s['accuracy'].values()] +
+        [(LABELS[v], [f'{m:.1f} ± {sd:.1f}'
+                      for m, sd in s['accuracy'].values()] +
           ['{:.0f} ({}-{})'.format(*s['epochs'])])
          for v, s in summary.items()]))
     return '\n'.join(parts)

@@ -1,17 +1,14 @@
-"""The instruments of :mod:`mmcpvt.analysis` on the digit-canvas models
-(``digits_canvas.py --instruments``; what they measure:
-docs/reproduction.md, "Instruments on the trained models"): the position
-probe and translation equivariance after block 0 and after the last block,
-and the attention of the second encoder, head 0 (PNGs and its mean
-distance), for the lowest-seed model of every variant, loaded back from its
-saved config and checkpoint.
+"""The instruments of :mod:`mmcpvt.analysis` on the lowest-seed digit-canvas
+model of every variant (``digits_canvas.py --instruments``; what they
+measure: docs/reproduction.md, "Instruments on the trained models").
 """
 import os.path as osp
 import sys
-from typing import Callable, List, Tuple
+from typing import List, Tuple
 
 import numpy as np
 import torch
+from digits_report import markdown_table
 
 from mmcpvt.analysis import (attention_maps, block_features, build_model,
                              default_queries, get_backbone,
@@ -29,8 +26,7 @@ REGIONS = ('interior', 'border', 'all')
 
 
 def run_instruments(runs: List[dict], canvases: torch.Tensor,
-                    images: torch.Tensor,
-                    log: Callable = print) -> Tuple[dict, str]:
+                    images: torch.Tensor) -> Tuple[dict, str]:
     """Run the instruments on the models of ``runs`` (as
     ``digits_canvas.run`` records them) with ``canvases`` (N, 1, H, W) in
     [0, 1] and ``images``, the same normalised as the models' input.
@@ -73,7 +69,7 @@ def run_instruments(runs: List[dict], canvases: torch.Tensor,
                                for i in range(len(images))])),
                            matrix_png=png + '_matrix.png',
                            queries_png=png + '_queries.png'))
-        log(f'[instruments] {name}: done')
+        print(f'[instruments] {name}: done')
     return results, instruments_markdown(results)
 
 
@@ -82,19 +78,14 @@ def instruments_markdown(results: dict) -> str:
     def fmt(v) -> str:
         return 'n/a' if v is None or v != v else f'{v:.3f}'
 
-    lines = [
+    return markdown_table(
         'Position probe (R^2 of (row, column) from a token; held-out '
         'canvases) and translation equivariance (relative error, circular '
         'shifts of 1-3 patches), interior / border tokens; mean attention '
-        f'distance of block {ATTENTION_BLOCK}, head 0, in tokens:', '',
-        '| variant | probe R² block 0 | probe R² last | '
-        'equiv. error block 0 | equiv. error last | attention distance |',
-        '|---|---:|---:|---:|---:|---:|'
-    ]
-    for name, r in results.items():
-        cells = [f'{fmt(r[k][b]["interior"])} / {fmt(r[k][b]["border"])}'
-                 for k in ('position_probe', 'equivariance')
-                 for b in r[k]]
-        cells.append(f'{r["attention"]["mean_distance_tokens"]:.2f}')
-        lines.append(f'| {name} | ' + ' | '.join(cells) + ' |')
-    return '\n'.join(lines) + '\n'
+        f'distance of block {ATTENTION_BLOCK}, head 0, in tokens',
+        ['probe R² block 0', 'probe R² last', 'equiv. error block 0',
+         'equiv. error last', 'attention distance'],
+        [(name, [f'{fmt(r[k][b]["interior"])} / {fmt(r[k][b]["border"])}'
+                 for k in ('position_probe', 'equivariance') for b in r[k]] +
+          [f'{r["attention"]["mean_distance_tokens"]:.2f}'])
+         for name, r in results.items()])

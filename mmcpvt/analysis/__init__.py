@@ -9,15 +9,14 @@ from .attention import (AttentionMaps, attention_maps, capture_attention,
                         default_queries, mean_attention_distance)
 from .features import (INPUT, BlockInfo, block_features, list_blocks,
                        resolve_block)
-from .models import (build_model, get_backbone, init_model, load_weights,
-                     require_file)
+from .models import build_model, get_backbone, init_model, load_weights
 from .position_probe import position_probe
 from .translation_equivariance import translation_equivariance
 
 __all__ = [
     'INPUT', 'BlockInfo', 'list_blocks', 'resolve_block', 'block_features',
     'build_model', 'init_model', 'get_backbone', 'load_weights',
-    'require_file', 'position_probe', 'translation_equivariance',
+    'position_probe', 'translation_equivariance',
     'AttentionMaps', 'attention_maps', 'capture_attention', 'default_queries',
     'mean_attention_distance'
 ]

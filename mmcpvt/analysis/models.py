@@ -84,14 +84,13 @@ def init_model(cfg: Config, pretrained: bool = False) -> nn.Module:
 
 def build_model(config: Union[str, Config],
                 checkpoint: Optional[str] = None,
-                cfg_options: Optional[dict] = None,
                 device: str = 'cpu',
                 seed: Optional[int] = 0,
                 pretrained: bool = False):
     """``(model, cfg, report)``: the model of a classifier, detector or
-    segmentor config (``cfg_options`` merged into it) in eval mode on
-    ``device``, built by :func:`init_model`, then ``init_weights`` and the
-    checkpoint; ``report`` is :func:`load_weights`'s (None without one).
+    segmentor config in eval mode on ``device``, built by
+    :func:`init_model`, then ``init_weights`` and the checkpoint;
+    ``report`` is :func:`load_weights`'s (None without one).
 
     The weights are the checkpoint's, or the config's random initialisation
     without one; ``Pretrained`` init_cfg entries are loaded only with
@@ -103,8 +102,6 @@ def build_model(config: Union[str, Config],
     if not isinstance(cfg, Config):
         require_file(cfg, 'config')
         cfg = Config.fromfile(cfg)
-    if cfg_options:  # the tools check them first for misspelt keys
-        cfg.merge_from_dict(cfg_options)
     with quiet_logs(), torch.random.fork_rng(devices=[],
                                              enabled=seed is not None):
         if seed is not None:

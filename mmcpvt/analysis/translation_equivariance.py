@@ -102,9 +102,9 @@ def translation_equivariance(backbone: nn.Module,
     infos = list_blocks(backbone)
     patch = infos[0].stride  # pixels per token of the first stage
     infos = [i for i in infos if blocks is None or i.index in blocks]
-    # block -> shift -> per region (as in region_masks): sums of squared
+    # block -> shift -> (region as in region_masks, 3): sums of squared
     # differences and of squared references, tokens compared
-    sums: Dict[int, Dict[int, torch.Tensor]] = {}
+    sums: Dict[int, Dict[int, torch.Tensor]] = {i.index: {} for i in infos}
     grids, shrunk = {}, {}
     for start in range(0, len(images), batch_size):
         batch = images[start:start + batch_size]
@@ -126,19 +126,19 @@ def translation_equivariance(backbone: nn.Module,
                 ref = shift(f0, t, t, how)
                 diff2 = (moved[info.index] - ref).pow(2).sum(dim=(0, 1))
                 ref2 = ref.pow(2).sum(dim=(0, 1))
+                terms = torch.stack((diff2, ref2, torch.full_like(
+                    ref2, len(batch)))).double()  # (3, H, W)
                 masks = torch.stack(list(region_masks(
                     grid, t, t, how, border).values())).double()
-                acc = sums.setdefault(info.index, {})
-                acc[s] = acc.get(s, 0) + torch.stack(
-                    ((masks * diff2).sum((1, 2)), (masks * ref2).sum((1, 2)),
-                     masks.sum((1, 2)) * len(batch)), 1)
+                acc = sums[info.index]
+                acc[s] = acc.get(s, 0) + masks.flatten(1) @ terms.flatten(1).T
             if progress is not None:
                 progress(start * (1 + len(shifts)) + len(batch) * (k + 2),
                          len(images) * (1 + len(shifts)))
     results = []
     for info in infos:
         per_shift = {}
-        for s, acc in sums.get(info.index, {}).items():
+        for s, acc in sums[info.index].items():
             errors = {
                 region: (d2 / r2)**.5 if n and r2 else None
                 for region, (d2, r2, n) in zip(REGIONS, acc.tolist())

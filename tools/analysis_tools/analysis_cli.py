@@ -25,16 +25,17 @@ from mmcpvt.analysis import (build_model, get_backbone, list_blocks,
                              resolve_block)
 
 
-def int_at_least(low: int) -> Callable[[str], int]:
-    """An argparse type: an int >= ``low``."""
+def checked(cast: Callable, ok: Callable, rule: str) -> Callable:
+    """An argparse type: ``cast(text)``, refused with ``rule`` and the text
+    given unless ``ok`` of it."""
 
-    def parse(text: str) -> int:
-        value = int(text)
-        if value < low:
-            raise argparse.ArgumentTypeError(f'must be >= {low}, got {value}')
+    def parse(text: str):
+        value = cast(text)
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f'{rule}, got {text}')
         return value
 
-    parse.__name__ = 'int'  # argparse's "invalid int value"
+    parse.__name__ = cast.__name__  # argparse's "invalid int value"
     return parse
 
 
@@ -63,34 +64,38 @@ def make_parser(doc: str, checkpoint_required: bool = False):
     return parser
 
 
-def add_instrument_args(parser, what: str, num_images: int):
-    """The blocks, the border, the images and ``--out`` of the position
-    probe and the equivariance tool."""
+def parse_instrument_args(doc: str, argv, what: str, num_images: int,
+                          out_example: str, **options):
+    """``(parser, args)`` of the position probe or the equivariance tool:
+    the model's arguments, the blocks, the border, the images, ``--out``
+    (refused before any work if it is a directory or under a file) and
+    ``options`` (``name=dict(...)``, added as ``--name``)."""
+    parser = make_parser(doc)
     add = parser.add_argument
     add('--block', nargs='+', metavar='N',
         help=f'blocks to {what}: global index (-1 or "input": before the '
         'first block) or STAGE.BLOCK; default: all')
-    add('--border', type=int_at_least(0), default=1,
-        help='border width in tokens (default 1)')
-    add('--num-images', type=int_at_least(1), default=num_images,
+    add('--border', type=checked(int, lambda v: v >= 0, 'must be >= 0'),
+        default=1, help='border width in tokens (default 1)')
+    count = checked(int, lambda v: v >= 1, 'must be >= 1')
+    add('--num-images', type=count, default=num_images,
         help=f'images to use (default {num_images})')
     add('--random-images', action='store_true',
         help='uniform-noise images (seed 0) instead of the config\'s test '
         'data (for configs whose data is not present)')
-    add('--img-size', type=int_at_least(1), metavar='SIZE',
+    add('--img-size', type=count, metavar='SIZE',
         help='side of the --random-images (default: the backbone\'s '
         'img_size, else 224)')
     add('--out', help='write the results as JSON here')
-
-
-def check_out_file(parser, option: str, path, example: str):
-    """Refuse, before any work, an output file that is a directory or whose
-    directory is a file."""
-    if path is not None and osp.isdir(path):
-        parser.error(f'{option} {path} is a directory; give a file name, '
-                     f'e.g. {osp.join(path, example)}')
-    if path is not None:
-        check_out_dir(parser, f'{option} {path}', osp.dirname(path))
+    for name, kwargs in options.items():
+        add(f'--{name}', **kwargs)
+    args = parser.parse_args(argv)
+    if args.out is not None and osp.isdir(args.out):
+        parser.error(f'--out {args.out} is a directory; give a file name, '
+                     f'e.g. {osp.join(args.out, out_example)}')
+    if args.out is not None:
+        check_out_dir(parser, f'--out {args.out}', osp.dirname(args.out))
+    return parser, args
 
 
 def check_out_dir(parser, option: str, path):
@@ -112,8 +117,8 @@ def load(parser, args):
         cfg = Config.fromfile(args.config)
         if args.cfg_options:  # misspelt keys are refused
             check_cfg_options(cfg, args.cfg_options, args.config)
-        model, cfg, report = build_model(cfg, args.checkpoint,
-                                         args.cfg_options, args.device)
+            cfg.merge_from_dict(args.cfg_options)
+        model, cfg, report = build_model(cfg, args.checkpoint, args.device)
         backbone = get_backbone(model)
         list_blocks(backbone)
     except (ValueError, RuntimeError, FileNotFoundError, TypeError) as e:
@@ -131,14 +136,12 @@ def describe_load(report: Optional[dict], checkpoint: Optional[str]) -> str:
             f'tensors of the {report["target"]} loaded (backbone '
             f'{report["backbone_loaded"]}/{report["backbone_total"]}), '
             f'{len(report["unexpected"])} unused')
-    b_missing = [
-        k for k in report['missing']
-        if report['target'] == 'backbone' or k.startswith('backbone.')
-    ]
+    b_missing = [k for k in report['missing'] if k.startswith(
+        'backbone.' if report['target'] == 'model' else '')]
     if b_missing:
+        more = ', ...' if len(b_missing) > 5 else ''
         text += (f'\n  warning: backbone tensors left random: '
-                 f'{", ".join(b_missing[:5])}'
-                 f'{", ..." if len(b_missing) > 5 else ""}')
+                 f'{", ".join(b_missing[:5])}{more}')
     return text
 
 
@@ -190,8 +193,7 @@ def write_results(args, images: torch.Tensor, **results) -> None:
     JSON."""
     if not args.out:
         return
-    if osp.dirname(args.out):
-        os.makedirs(osp.dirname(args.out), exist_ok=True)
+    os.makedirs(osp.dirname(args.out) or '.', exist_ok=True)
     with open(args.out, 'w') as f:
         json.dump(dict(config=args.config, checkpoint=args.checkpoint,
                        num_images=len(images),

@@ -2,11 +2,9 @@
 
 The resolution sweep of the CPVT paper (Table 2: trained at 224, tested
 at 160 to 512), for any mmpretrain classifier, mmdet detector or mmseg
-segmentor. Each (checkpoint, size) is one ``runner.test()`` of the config's
-own test loop and evaluator, in this process; only the test pipeline's
-resize/crop changes with the size. The table and the plot show
-the task's main metric (accuracy/top1, coco/bbox_mAP, mIoU, else the
-evaluator's first), the JSON file every metric.
+segmentor: one ``runner.test()`` of the config's own test loop and
+evaluator per (checkpoint, size), in this process; only the test
+pipeline's resize/crop changes with the size.
 
 What a size means (``--protocol``; the paper gives none):
 
@@ -19,20 +17,19 @@ What a size means (``--protocol``; the paper gives none):
   ``size / min(scale)`` (mmdet's (1333, 800) becomes (round(1333 * size /
   800), size)): with keep_ratio, the config's own rule at another size.
 
-A config whose test pipeline has none of the transforms rewritten
-(tools/analysis_tools/resolution.py) is refused. Learned position tables
-need nothing here: mmcpvt's learned PE and mmpretrain's VisionTransformer
-resize their tables bicubically to the input themselves.
-
-``--no-checkpoint`` adds the config's model as initialised (seed 0, saved
-once to OUT/untrained.pth), labelled ``untrained``.
+A config whose test pipeline has none of these transforms is refused.
+Learned position tables need nothing here: mmcpvt's learned PE and
+mmpretrain's VisionTransformer resize their tables bicubically to the input
+themselves. ``--no-checkpoint`` adds the config's model as initialised
+(seed 0, saved once to OUT/untrained.pth), labelled ``untrained``.
 
 Output, into ``--out-dir`` (default work_dirs/eval_resolutions/<config
-name>): a progress line per run, a table (a row per checkpoint, a column per
-size), ``eval_resolutions.json`` (every metric of every run, the test
-pipeline of each size; written after each run) and ``eval_resolutions.png``
-(main metric vs size, the training size marked where the config tells it).
-Each run's logs go to OUT/runs/<label>/<size>/.
+name>): a progress line per run; a table of the task's main metric
+(accuracy/top1, coco/bbox_mAP, mIoU, else the evaluator's first), a row per
+checkpoint and a column per size; ``eval_resolutions.json`` (every metric of
+every run, the test pipeline of each size; written after each run);
+``eval_resolutions.png`` (main metric vs size, the training size marked
+where the config tells it); each run's logs in OUT/runs/<label>/<size>/.
 
 Examples::
 
@@ -156,9 +153,10 @@ def parse_args(argv=None):
     return parser, args
 
 
-def load_config(parser, args) -> Config:
-    """The config with ``--cfg-options`` applied, checked for a test loop;
-    the task and protocol (default: the task's first) set on ``args``."""
+def load_config(parser, args):
+    """The config with ``--cfg-options`` applied, checked for a test loop,
+    and its test pipeline at each size; the task and protocol (default:
+    the task's first) set on ``args``."""
     cfg = Config.fromfile(args.config)
     # the runs' work dirs are under the output directory; one process
     args.work_dir, args.launcher = args.out_dir, 'none'
@@ -171,14 +169,16 @@ def load_config(parser, args) -> Config:
                      'or with --cfg-options')
     if not cfg.get('test_cfg', None):
         cfg.test_cfg = dict(type='TestLoop')
+    cfg.resume = False  # a run loads its checkpoint, never resumes
     try:
         args.task = config_task(cfg)
+        # a protocol of another task is refused by the rewrite
+        args.protocol = args.protocol or PROTOCOLS[args.task][0]
+        return cfg, {s: resized_pipeline(pipeline_dataset(cfg).pipeline, s,
+                                         args.task, args.protocol)
+                     for s in args.sizes}
     except ValueError as e:
         parser.error(f'{args.config}: {e}')
-    # a protocol of another task is refused by the rewrite (main)
-    args.protocol = args.protocol or PROTOCOLS[args.task][0]
-    cfg.resume = False  # a run loads its checkpoint, never resumes
-    return cfg
 
 
 def pick_metric(task: str, metrics: dict) -> str:
@@ -233,14 +233,8 @@ def plot(path: str, results: dict, sizes: list, metric: str, train_size,
 
 def main(argv=None):
     parser, args = parse_args(argv)
-    cfg = load_config(parser, args)
+    cfg, pipelines = load_config(parser, args)
     task, sizes, out_dir = args.task, args.sizes, args.out_dir
-    try:
-        pipelines = {
-            s: resized_pipeline(pipeline_dataset(cfg).pipeline, s, task,
-                                args.protocol) for s in sizes}
-    except ValueError as e:
-        parser.error(f'{args.config}: {e}')
     os.makedirs(out_dir, exist_ok=True)
     name = osp.splitext(osp.basename(args.config))[0]
     train_size = training_size(cfg, task)

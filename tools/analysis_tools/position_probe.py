@@ -15,7 +15,6 @@ Examples::
     python tools/analysis_tools/position_probe.py \\
         configs/pvt_peg/pvt-t-peg-gap_8xb128_in1k.py CKPT --block 0.0 1.1
 """
-import argparse
 import os.path as osp
 import sys
 from typing import List
@@ -32,23 +31,13 @@ from mmcpvt.analysis.position_probe import (REGIONS,  # noqa: E402
                                             position_probe)
 
 
-def positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:  # NaN included
-        raise argparse.ArgumentTypeError(
-            f'the ridge penalty must be > 0 (0 leaves the fit singular '
-            f'where features are constant), got {text}')
-    return value
-
-
 def parse_args(argv=None):
-    parser = cli.make_parser(__doc__)
-    cli.add_instrument_args(parser, 'probe', num_images=64)
-    parser.add_argument('--alpha', type=positive_float, default=1.0,
-                        help='ridge penalty, > 0 (default 1.0)')
-    args = parser.parse_args(argv)
-    cli.check_out_file(parser, '--out', args.out, 'probe.json')
-    return parser, args
+    return cli.parse_instrument_args(
+        __doc__, argv, 'probe', num_images=64, out_example='probe.json',
+        alpha=dict(type=cli.checked(
+            float, lambda v: v > 0, 'the ridge penalty must be > 0 (0 '
+            'leaves the fit singular where features are constant)'),
+            default=1.0, help='ridge penalty, > 0 (default 1.0)'))
 
 
 def main(argv=None):

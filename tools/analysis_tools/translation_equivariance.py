@@ -22,7 +22,6 @@ Examples::
         configs/pvt_peg/pvt-t-peg-gap_8xb128_in1k.py --random-images \\
         --shifts 8 16
 """
-import argparse
 import os.path as osp
 import sys
 from typing import List
@@ -39,27 +38,17 @@ from mmcpvt.analysis.translation_equivariance import (  # noqa: E402
     MODES, translation_equivariance)
 
 
-def shift(text: str) -> int:
-    value = int(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError('0 is no shift')
-    return value
-
-
 def parse_args(argv=None):
-    parser = cli.make_parser(__doc__)
-    cli.add_instrument_args(parser, 'report', num_images=16)
-    parser.add_argument(
-        '--shifts', type=shift, nargs='+', default=[1, 2, 3], metavar='S',
-        help='shifts in patches, applied down and right (negative: up and '
-        'left), not 0; default 1 2 3')
-    parser.add_argument(
-        '--mode', default='circular', choices=MODES,
-        help='roll the image, or shift zeros in and compare only the tokens '
-        'that came from the image (default circular)')
-    args = parser.parse_args(argv)
-    cli.check_out_file(parser, '--out', args.out, 'equivariance.json')
-    return parser, args
+    return cli.parse_instrument_args(
+        __doc__, argv, 'report', num_images=16,
+        out_example='equivariance.json',
+        shifts=dict(type=cli.checked(int, bool, '0 is no shift'), nargs='+',
+                    default=[1, 2, 3], metavar='S',
+                    help='shifts in patches, applied down and right '
+                    '(negative: up and left), not 0; default 1 2 3'),
+        mode=dict(default='circular', choices=MODES,
+                  help='roll the image, or shift zeros in and compare only '
+                  'the tokens that came from the image (default circular)'))
 
 
 def main(argv=None):

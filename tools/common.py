@@ -69,15 +69,14 @@ def refusing_unpicklable(prog: str, cfg: Config):
     a message, not a traceback."""
     try:
         yield
-    except pickle.UnpicklingError as e:
+    except pickle.UnpicklingError:
         raise SystemExit(
             f'{prog}: error: a checkpoint of this run (load_from='
             f'{cfg.get("load_from", None)}, or a model\'s init_cfg) was '
-            f'refused by torch\'s weights-only unpickler ({type(e).__name__}'
-            f'): it refers to objects that are not tensors or plain data and '
-            f'could run code (nothing in it was run), or it is damaged. Use '
-            f'a checkpoint of tensors only, e.g. re-saved with torch.save('
-            f'{{"state_dict": state_dict}}, path).') from None
+            f'refused by torch\'s weights-only unpickler: it holds objects '
+            f'that could run code (nothing was run), or it is damaged. Use '
+            f'one of tensors only: torch.save({{"state_dict": sd}}, path).'
+        ) from None
 
 
 def blocking_file(path: str) -> Optional[str]:
@@ -107,9 +106,8 @@ def parse_args(parser: argparse.ArgumentParser, argv=None):
     parser.add_argument(
         '--cfg-options', nargs='+', action=CfgOptionsAction,
         help='override settings in the config: key=value pairs, e.g. '
-        'train_dataloader.batch_size=32; a list is key="[a,b]". A top-level '
-        'key the config does not have (unless the runner reads it) and a '
-        'near-misspelling of an existing key are refused.')
+        'train_dataloader.batch_size=32; a list is key="[a,b]". New keys '
+        'that nobody would read (misspelt ones) are refused.')
     parser.add_argument('--launcher', default='none',
                         choices=['none', 'pytorch', 'slurm', 'mpi'])
     # torchrun passes --local-rank (torch >= 2.0), older launchers

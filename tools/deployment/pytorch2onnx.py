@@ -104,8 +104,8 @@ class BackboneFeatures(nn.Module):
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
-        description='Export a model of an mmcpvt config to ONNX (dynamic '
-        'batch, height and width) and check it with onnxruntime.')
+        description='Export a model of an mmcpvt config to ONNX and check it '
+        'with onnxruntime (docs/deployment.md).')
     parser.add_argument('config', help='classifier, detector or segmentor')
     parser.add_argument(
         'checkpoint', nargs='?', default=None,
@@ -116,32 +116,25 @@ def parse_args(argv=None):
     parser.add_argument(
         '--shape', type=int, nargs='+', default=[224], metavar='SIZE',
         help='input H [W] of the trace and the first check (default 224)')
-    parser.add_argument(
-        '--opset', type=int, default=DEFAULT_OPSET,
-        help=f'default {DEFAULT_OPSET} (LayerNormalization is one node); '
-        f'at least {MIN_OPSET}')
+    parser.add_argument('--opset', type=int, default=DEFAULT_OPSET,
+                        help=f'at least {MIN_OPSET} (default %(default)s)')
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument(
-        '--dynamic-export', dest='dynamic', action='store_true',
-        default=True, help='dynamic batch, height and width (the default), '
-        'checked at --shape and --verify-shape')
-    mode.add_argument(
-        '--static', dest='dynamic', action='store_false',
-        help='batch 1 and --shape, for a model whose dynamic graph fails '
-        'the check (mmdet\'s PyramidVisionTransformer baselines)')
+    mode.add_argument('--dynamic-export', dest='dynamic', action='store_true',
+                      default=True, help='dynamic batch, height and width '
+                      '(the default)')
+    mode.add_argument('--static', dest='dynamic', action='store_false',
+                      help='batch 1 and --shape')
     parser.add_argument('--backbone-only', action='store_true',
                         help='export the backbone of a classifier')
-    parser.add_argument(
-        '--verify', action='store_true',
-        help='check a --static file too (a dynamic one always is): run it '
-        'with onnxruntime and exit 1 if it differs from PyTorch by > --atol')
+    parser.add_argument('--verify', action='store_true',
+                        help='check a --static file too (a dynamic one '
+                        'always is)')
     parser.add_argument(
         '--verify-shape', type=int, nargs=2, metavar=('H', 'W'),
         help='the second size of the check (default: --shape x 0.9 and x '
         '1.1, made odd: no patch, stride or window divides it)')
-    parser.add_argument(
-        '--atol', type=float, default=DEFAULT_ATOL,
-        help=f'largest max |delta| accepted (default {DEFAULT_ATOL})')
+    parser.add_argument('--atol', type=float, default=DEFAULT_ATOL,
+                        help='largest max |delta| accepted (default %(default)s)')
     parser.add_argument('--cfg-options', nargs='+',
                         action=common.CfgOptionsAction,
                         help='override config settings, key=value')

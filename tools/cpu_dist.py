@@ -128,10 +128,8 @@ def setup_cpu_dist(cfg: Config) -> None:
     if asked in ACCELERATOR_BACKENDS:
         dist_cfg['backend'] = 'gloo'
     # the rest goes to init_process_group, as mmengine's init_dist passes it
-    kwargs = {
-        k: v
-        for k, v in dist_cfg.items() if k not in ('init_backend', 'port')
-    }
+    kwargs = {k: v for k, v in dist_cfg.items()
+              if k not in ('init_backend', 'port')}
     if kwargs.get('timeout', None) is not None:
         # seconds in the config, as mmengine's init_dist takes it
         kwargs['timeout'] = datetime.timedelta(seconds=kwargs['timeout'])

@@ -1,11 +1,10 @@
-"""mmcpvt's models in mmpretrain's model hub.
+"""mmcpvt's models in mmpretrain's model hub (docs/get_started.md).
 
-mmpretrain lists, builds and runs models by name (``list_models``,
-``get_model``, ``inference_model``, the inferencers) from the model-indexes
-registered with its public ``ModelHub.register_model_index``. ``import
-mmcpvt``, where mmpretrain is installed, registers ours:
-model-index-mmpretrain.yml, the image classification models of
-configs/*/metafile*.yml::
+``import mmcpvt``, where mmpretrain is installed, registers
+model-index-mmpretrain.yml (the image classification models of
+configs/*/metafile*.yml) with mmpretrain's public
+``ModelHub.register_model_index``, so that ``list_models`` and ``get_model``
+know them::
 
     >>> import mmcpvt
     >>> from mmpretrain import get_model, list_models
@@ -14,14 +13,9 @@ configs/*/metafile*.yml::
      'cpvt-tiny_4xb256_in1k']
     >>> model = get_model('cpvt-tiny_4xb256_in1k')  # the architecture
 
-mmcpvt releases no weights (``Weights: null``): ``get_model`` builds the
-architecture, and ``pretrained=True`` warns that there is no checkpoint. A
-checkpoint of one's own loads with ``get_model(name, pretrained=PATH)``.
-
-Left out: the detection and segmentation models (mmpretrain builds
-classifiers; use ``mim search mmcpvt`` or the configs with mmdet / mmseg),
-and our DeiT baselines, whose names mmpretrain has (configs/cpvt/
-metafile_deit.yml).
+mmcpvt releases no weights: ``get_model(name, pretrained=PATH)`` loads one's
+own. Left out: detection and segmentation models, and our DeiT baselines,
+whose names mmpretrain has.
 """
 import importlib.util
 import os.path as osp

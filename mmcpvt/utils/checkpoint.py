@@ -1,22 +1,10 @@
 """Checkpoints that load safely and loudly, and are never half-written.
 
-Nothing here changes mmengine when ``mmcpvt`` is imported, except one
-registration each, as a library registers its modules:
-
-1. The allow-list (:func:`register_checkpoint_safe_globals`). torch's
-   ``weights_only`` unpickler refuses any global that is not allow-listed,
-   and mmengine checkpoints hold a few (the message hub's ``HistoryBuffer``,
-   numpy arrays, scalars and dtypes), so ``--resume`` and ``load_from``
-   would fail with "Unsupported global". The exact types mmengine writes are
-   added through ``torch.serialization.add_safe_globals``, torch's own
-   mechanism. ``HistoryBuffer`` pickles its statistics methods as
-   ``getattr(HistoryBuffer, 'mean')``; allow-listing the builtin
-   ``getattr`` would let a checkpoint reach any attribute of any allowed
-   object, so the name ``builtins.getattr`` is bound to
-   :func:`_history_buffer_getattr`, which resolves only those methods.
-2. The ``'mmcpvt_atomic'`` file backend (:class:`AtomicLocalBackend`), by
-   name only: mmengine's ``'local'`` backend stays the default. Our configs
-   name it for their ``CheckpointHook`` (``backend_args``).
+``import mmcpvt`` registers two things here, as a library registers its
+modules: mmengine's checkpoint types in torch's ``weights_only`` allow-list
+(:func:`register_checkpoint_safe_globals`) and the ``'mmcpvt_atomic'`` file
+backend (:class:`AtomicLocalBackend`), by name only: mmengine's ``'local'``
+backend stays the default.
 
 Loading safely is explicit: :func:`safe_load` (our tools, the converters),
 :func:`weights_only_loads` (around mmengine's loaders, of every scheme:
@@ -35,7 +23,7 @@ import pickle
 import pickletools
 import tempfile
 import zipfile
-from typing import List, Mapping, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 import torch
@@ -84,7 +72,12 @@ def _numpy_globals():
 
 
 def _history_buffer_getattr(obj, name):
-    """``getattr`` restricted to HistoryBuffer's registered statistics."""
+    """``getattr`` restricted to HistoryBuffer's registered statistics.
+
+    HistoryBuffer pickles its statistics methods as ``getattr(HistoryBuffer,
+    'mean')``; allow-listing the builtin ``getattr`` would let a checkpoint
+    reach any attribute of any allowed object, so the name
+    ``builtins.getattr`` is bound to this function instead."""
     from mmengine.logging import HistoryBuffer
     if obj is HistoryBuffer and name in HistoryBuffer._statistics_methods:
         return getattr(obj, name)
@@ -93,18 +86,18 @@ def _history_buffer_getattr(obj, name):
         f'HistoryBuffer statistics methods are allowed')
 
 
-def checkpoint_safe_globals():
-    """All globals that mmengine checkpoints need, beyond torch's defaults."""
+def register_checkpoint_safe_globals():
+    """Allow-list for ``torch.load`` the globals that mmengine checkpoints
+    hold beyond torch's defaults (the message hub's ``HistoryBuffer``, numpy
+    arrays, scalars and dtypes), without which ``--resume`` and
+    ``load_from`` fail with "Unsupported global". Uses torch's own
+    ``torch.serialization.add_safe_globals``; idempotent, called when
+    ``mmcpvt`` is imported."""
     from mmengine.logging import HistoryBuffer
     HistoryBuffer()  # registers the default statistics methods
-    return [HistoryBuffer, (_history_buffer_getattr, 'builtins.getattr')
-            ] + _numpy_globals()
-
-
-def register_checkpoint_safe_globals():
-    """Allow-list :func:`checkpoint_safe_globals` for ``torch.load``
-    (idempotent; called when ``mmcpvt`` is imported)."""
-    torch.serialization.add_safe_globals(checkpoint_safe_globals())
+    torch.serialization.add_safe_globals(
+        [HistoryBuffer, (_history_buffer_getattr, 'builtins.getattr')] +
+        _numpy_globals())
 
 
 # ---------------------------------------------------------- 2. loading
@@ -294,14 +287,9 @@ def require_file(path, what: str = 'checkpoint') -> None:
 
 # ----------------------------------------------------------- 3. saving
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-# Read once, at import (setting it is the only way to read it).
-_UMASK = _umask()
+# The umask, read once at import (setting it is the only way to read it).
+_UMASK = os.umask(0)
+os.umask(_UMASK)
 
 
 def atomic_write(data: bytes, filepath) -> None:
@@ -342,10 +330,7 @@ def atomic_write(data: bytes, filepath) -> None:
                 os.close(dir_fd)
 
 
-ATOMIC_BACKEND = 'mmcpvt_atomic'
-
-
-@register_backend(ATOMIC_BACKEND)
+@register_backend('mmcpvt_atomic')
 class AtomicLocalBackend(LocalBackend):
     """mmengine's ``LocalBackend`` whose writes are atomic.
 
@@ -357,10 +342,8 @@ class AtomicLocalBackend(LocalBackend):
     then picks and fails on. Here :func:`atomic_write` writes a temporary
     file and renames it: the final name holds the previous file or the
     complete new one (``put_text``, the ``last_checkpoint`` record, too).
-
-    Registered as the file backend ``'mmcpvt_atomic'``; our configs select
-    it with ``default_hooks.checkpoint.backend_args=dict(backend=
-    'mmcpvt_atomic')``, and ``tools/train.py`` adds that to any config.
+    Configs select it with ``default_hooks.checkpoint.backend_args=dict(
+    backend='mmcpvt_atomic')``; ``tools/train.py`` adds that to any config.
     """
 
     def put(self, obj: bytes, filepath) -> None:

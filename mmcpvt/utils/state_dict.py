@@ -54,16 +54,11 @@ class KeyMatch:
         self.expected = {k: _shape(v) for k, v in expected.items()
                          if not k.endswith('num_batches_tracked')}
         self.offered = {k: _shape(v) for k, v in offered.items()}
-        self.matched: List[str] = []
-        self.missing: List[str] = []
-        self.wrong_shape: List[str] = []
-        for k, shape in self.expected.items():
-            if k not in self.offered:
-                self.missing.append(k)
-            elif self.offered[k] != shape:
-                self.wrong_shape.append(k)
-            else:
-                self.matched.append(k)
+        found = [k for k in self.expected if k in self.offered]
+        self.missing = [k for k in self.expected if k not in self.offered]
+        self.matched = [k for k in found if self.offered[k] == self.expected[k]]
+        self.wrong_shape = [k for k in found
+                            if self.offered[k] != self.expected[k]]
         self.unexpected = [k for k in self.offered if k not in self.expected
                            and not k.endswith('num_batches_tracked')]
 
@@ -141,13 +136,6 @@ USUAL_CAUSES = (
     'tools/model_converters/*2mmcpvt.py must convert first.')
 
 
-def _causes(match: 'KeyMatch') -> str:
-    found = match.likely_causes()
-    if not found:
-        return USUAL_CAUSES
-    return 'Likely: ' + '; or '.join(found) + '.\n' + USUAL_CAUSES
-
-
 def check_state_dict_fits(expected: Mapping, offered: Mapping,
                           min_fraction: float = 0.5, owner: str = 'model',
                           prefix: str = '', why: str = '') -> KeyMatch:
@@ -173,6 +161,8 @@ def check_state_dict_fits(expected: Mapping, offered: Mapping,
                else 'the checkpoint has no tensors')
     else:
         got = f'the checkpoint offers {len(match.offered)}'
+    found = match.likely_causes()
+    likely = 'Likely: ' + '; or '.join(found) + '.\n' if found else ''
     raise CheckpointMismatchError(
         f'{head}{where} are in the checkpoint with their shapes ({got}); '
-        f'{why}\n{match.details(prefix)}\n{_causes(match)}')
+        f'{why}\n{match.details(prefix)}\n{likely}{USUAL_CAUSES}')

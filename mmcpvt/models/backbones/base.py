@@ -10,7 +10,8 @@ import torch.utils.checkpoint as cp
 from mmcv.cnn.bricks.transformer import PatchEmbed
 from mmengine.logging import MMLogger
 from mmengine.model import BaseModule, ModuleDict
-from mmengine.model.weight_init import trunc_normal_
+from mmengine.model.weight_init import (constant_init, normal_init,
+                                         trunc_normal_, trunc_normal_init)
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from mmcpvt.utils.checkpoint import (CheckpointMismatchError,
@@ -88,25 +89,23 @@ class BaseBackbone(BaseModule):
         frozen_stages=lambda a: Int(-1, len(a['arch']['depths'])))
     # Checked arguments kept as attributes (``arch`` as ``arch_settings``).
     KEPT_ARGS = ('in_channels', 'patch_size', 'patch_sizes', 'img_size',
-                 'out_type', 'out_indices', 'peg_positions',
+                 'out_type', 'out_indices', 'peg_positions', 'peg_cfg',
                  'pos_embed_positions', 'frozen_stages', 'norm_eval',
                  'with_cp')
 
-    def __init__(self, init_cfg=None):
-        super().__init__(init_cfg=init_cfg)
+    def __init__(self, values: dict):
+        """``values``: the ``locals()`` of the backbone's ``__init__``. The
+        arguments that ``ARGS`` names are checked and normalised;
+        ``KEPT_ARGS`` become attributes (``arch`` is ``arch_settings``)."""
+        super().__init__(init_cfg=values['init_cfg'])
         self._register_load_state_dict_pre_hook(self._convert_official_keys)
         self._register_load_state_dict_pre_hook(self._check_checkpoint_fits)
-
-    def _check_args(self, values: dict) -> dict:
-        """The arguments in ``values`` (``locals()`` of ``__init__``) that
-        ``ARGS`` names, checked and normalised; ``KEPT_ARGS`` are set."""
         args = check_args(type(self).__name__, values, self.ARGS)
         self.arch_settings = args['arch']
         if 'depths' in self.arch_settings:  # a backbone in stages
             self.num_stages = len(self.arch_settings['depths'])
         for name in set(self.KEPT_ARGS) & set(args):
             setattr(self, name, args[name])
-        return args
 
     # -- checkpoints and initialisation -----------------------------------
 
@@ -191,26 +190,20 @@ class BaseBackbone(BaseModule):
     def _default_init(self):
         for m in self.modules():
             if isinstance(m, nn.Linear):
-                trunc_normal_(m.weight, std=.02)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
+                trunc_normal_init(m, std=.02, bias=0)
             elif isinstance(m, (nn.LayerNorm, nn.GroupNorm, _BatchNorm)):
-                if m.weight is not None:
-                    nn.init.ones_(m.weight)
-                    nn.init.zeros_(m.bias)
+                constant_init(m, 1, bias=0)
             elif isinstance(m, nn.Conv2d):
                 fan_out = m.kernel_size[0] * m.kernel_size[1] * \
                     m.out_channels // m.groups
-                nn.init.normal_(m.weight, 0, math.sqrt(2.0 / fan_out))
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
+                normal_init(m, 0, math.sqrt(2.0 / fan_out), bias=0)
         for name, p in self.named_parameters():
             if name.rsplit('.', 1)[-1] in TRUNC_NORMAL_PARAMS:
                 trunc_normal_(p, std=.02)
 
     # -- PEGs -------------------------------------------------------------
 
-    def _build_pegs(self, positions, embed_dims: int, peg_cfg: dict,
+    def _build_pegs(self, positions, embed_dims: int,
                     num_extra_tokens: int = 0) -> ModuleDict:
         """A PEG per position, keyed as written in the config, so that
         checkpoints read ``pegs.-1.proj.0.weight`` (before the first
@@ -218,7 +211,7 @@ class BaseBackbone(BaseModule):
         pegs = ModuleDict({
             str(p): ConditionalPositionEncoding(
                 embed_dims, embed_dims, num_extra_tokens=num_extra_tokens,
-                **peg_cfg)
+                **self.peg_cfg)
             for p in positions
         })
         for peg in pegs.values():

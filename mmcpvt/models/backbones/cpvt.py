@@ -96,8 +96,7 @@ class CPVT(BaseBackbone):
                  final_norm: bool = True, frozen_stages: int = -1,
                  norm_eval: bool = False, with_cp: bool = False,
                  init_cfg: Optional[Union[dict, list]] = None):
-        super().__init__(init_cfg=init_cfg)
-        args = self._check_args(locals())
+        super().__init__(locals())  # checked against ARGS
         self.embed_dims = self.arch_settings['embed_dims']
         self.num_layers = self.arch_settings['num_layers']
         if with_cls_token is None:
@@ -128,7 +127,7 @@ class CPVT(BaseBackbone):
 
         # 'pegs.0' follows encoder 0
         self.pegs = self._build_pegs(self.peg_positions, self.embed_dims,
-                                     args['peg_cfg'], self.num_extra_tokens)
+                                     self.num_extra_tokens)
         # 'pos_embeds.0' follows encoder 0; a learned table is made for the
         # map it gets at img_size (smaller after a PEG without padding)
         self.pos_embeds = ModuleDict()

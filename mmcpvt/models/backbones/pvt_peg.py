@@ -81,8 +81,7 @@ class PVTPEG(BaseBackbone):
                  norm_after_stage: bool = False, frozen_stages: int = -1,
                  norm_eval: bool = False, with_cp: bool = False,
                  init_cfg: Optional[Union[dict, list]] = None):
-        super().__init__(init_cfg=init_cfg)
-        args = self._check_args(locals())
+        super().__init__(locals())  # checked against ARGS
         s = self.arch_settings
         self.embed_dims = s['embed_dims']
         self.map_strides = self.patch_sizes  # see _find_min_input_size
@@ -122,7 +121,7 @@ class PVTPEG(BaseBackbone):
             # 'pegs.1.0' follows block 0 of stage 1; the class token (if
             # any) joins the tokens in the last stage
             self.pegs.append(
-                self._build_pegs(self.peg_positions[i], dims, args['peg_cfg'],
+                self._build_pegs(self.peg_positions[i], dims,
                                  int(last and self.with_cls_token)))
             self.norms.append(
                 build_norm_layer(norm_cfg, dims)[1]

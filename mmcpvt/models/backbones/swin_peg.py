@@ -182,8 +182,7 @@ class SwinPEG(BaseBackbone):
                  norm_cfg: dict = dict(type='LN'), frozen_stages: int = -1,
                  norm_eval: bool = False, with_cp: bool = False,
                  init_cfg: Optional[Union[dict, list]] = None):
-        super().__init__(init_cfg=init_cfg)
-        args = self._check_args(locals())
+        super().__init__(locals())  # checked against ARGS
         s = self.arch_settings
         # patch embedding, then patch merging (see _find_min_input_size)
         self.map_strides = (patch_size, ) + (2, ) * (self.num_stages - 1)
@@ -206,9 +205,7 @@ class SwinPEG(BaseBackbone):
                           norm_cfg=norm_cfg) for j in range(depth)
             ]))
             # 'pegs.2.0' follows block 0 of stage 2
-            self.pegs.append(
-                self._build_pegs(self.peg_positions[i], dims[i],
-                                 args['peg_cfg']))
+            self.pegs.append(self._build_pegs(self.peg_positions[i], dims[i]))
             if i < self.num_stages - 1:
                 self.downsamples.append(
                     PatchMerging(dims[i], dims[i + 1], norm_cfg))

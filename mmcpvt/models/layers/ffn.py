@@ -4,13 +4,6 @@ import torch.nn as nn
 from mmcv.cnn.bricks.transformer import FFN as _MMCVFFN
 
 
-def _activate_inplace(act: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """``act(x)``, in x's memory for the blocks' GELU (the one measured)."""
-    if type(act) is nn.GELU:
-        return torch.ops.aten.gelu_(x, approximate=act.approximate)
-    return act(x)
-
-
 class FFN(_MMCVFFN):
     """mmcv's two-layer FFN (same parameters and names: ``layers.0.0`` is
     fc1, ``layers.1`` is fc2), with the activation applied in place when
@@ -30,7 +23,11 @@ class FFN(_MMCVFFN):
         fc1, act, drop1 = self.layers[0]
         fc2, drop2 = self.layers[1], self.layers[2]
         h = fc1(x)  # (B, N, C) -> (B, N, hidden)
-        h = act(h) if h.requires_grad else _activate_inplace(act, h)
+        if type(act) is nn.GELU and not h.requires_grad:
+            # in h's memory, for the blocks' GELU (the one measured)
+            h = torch.ops.aten.gelu_(h, approximate=act.approximate)
+        else:
+            h = act(h)
         out = self.gamma2(drop2(fc2(drop1(h))))
         if not self.add_identity:
             return self.dropout_layer(out)

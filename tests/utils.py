@@ -21,6 +21,18 @@ def run_tool(*args, timeout=300):
                           capture_output=True, text=True, timeout=timeout)
 
 
+def classifier(backbone, in_channels):
+    """An mmpretrain ImageClassifier (1000 classes) on ``backbone``."""
+    from mmengine.registry import init_default_scope
+    from mmpretrain.registry import MODELS
+    init_default_scope('mmpretrain')
+    model = MODELS.build(
+        dict(type='ImageClassifier', backbone=backbone,
+             head=dict(type='LinearClsHead', num_classes=1000,
+                       in_channels=in_channels)))
+    return model.eval()
+
+
 def explain(proc):
     """Exit status and output tails of a finished tool, for assertions."""
     return (f'exit {proc.returncode}\n--- stdout (tail)\n{proc.stdout[-3000:]}'

@@ -1,4 +1,5 @@
-"""Converters from the official / timm checkpoints to mmcpvt's backbones.
+"""Converters from the official / timm / mmpretrain checkpoints to mmcpvt's
+backbones.
 
 Each converter maps a classification state dict of one family (``twins``,
 ``deit``, ``swin``: ``BACKBONES``) to our keys (with ``with_head``, those of
@@ -19,7 +20,9 @@ from mmengine.utils import track_iter_progress
 
 # A key that only each family's checkpoints have.
 SIGNATURES = {
-    'twins': r'pos_block\.\d+\.proj\.0\.weight',
+    # official / timm Twins-PCPVT, or mmpretrain's PCPVT
+    'twins': r'pos_block\.\d+\.proj\.0\.weight'
+             r'|(backbone\.)?position_encodings\.\d+\.proj\.weight',
     'deit': r'blocks\.\d+\.attn\.qkv\.weight',
     'swin': r'layers\.\d+\.blocks\.\d+\.attn\.qkv\.weight',
     'mmcpvt': r'(backbone\.)?(layers|stages)\.\d+\.(\d+\.)?ln1\.weight',
@@ -64,6 +67,17 @@ BLOCK_NAMES = {'.norm1.': '.ln1.', '.norm2.': '.ln2.',
                '.mlp.fc1.': '.ffn.layers.0.0.', '.mlp.fc2.': '.ffn.layers.1.',
                '.attn.relative_position_bias_table':
                '.relative_position_bias_table'}
+# mmpretrain's PCPVT names -> the official ones, applied in order, so that
+# one set of rules converts both (mmpretrain republishes the authors' weights
+# as ``twins-pcpvt-*_3rdparty_*_in1k``, converted from timm's).
+MMPRETRAIN_TWINS = [
+    (r'^backbone\.', ''),
+    (r'^position_encodings\.(\d+)\.proj\.', r'pos_block.\1.proj.0.'),
+    (r'^patch_embeds\.(\d+)\.projection\.', r'patch_embeds.\1.proj.'),
+    (r'^stages\.(\d+)\.(\d+)\.', r'blocks.\1.\2.'),
+    (r'\.ffn\.layers\.0\.0\.', '.mlp.fc1.'),
+    (r'\.ffn\.layers\.1\.', '.mlp.fc2.'),
+]
 
 
 @dataclass
@@ -180,14 +194,32 @@ def _convert(state_dict, family: str, rules: list, drop: list,
     return out, report
 
 
+def _official_twins_names(state_dict) -> Tuple[dict, Dict[str, str]]:
+    """``state_dict`` with mmpretrain's PCPVT names made official ones, and
+    {official name: the file's name} (empty for an official / timm file)."""
+    if not any(re.fullmatch(r'(backbone\.)?position_encodings\.\d+\..*', k)
+               for k in state_dict):
+        return state_dict, {}
+    renamed, original = OrderedDict(), {}
+    for key, value in state_dict.items():
+        new = key
+        for pattern, repl in MMPRETRAIN_TWINS:
+            new = re.sub(pattern, repl, new)
+        renamed[new], original[new] = value, key
+    return renamed, original
+
+
 def convert_twins(state_dict, with_head: bool = True, progress: bool = False
                   ) -> Tuple[OrderedDict, ConversionReport]:
-    """Official Twins PCPVT / timm ``twins_pcpvt_*`` -> PVTPEG keys."""
+    """Official Twins PCPVT / timm ``twins_pcpvt_*`` / mmpretrain ``PCPVT``
+    -> PVTPEG keys; the report names the file's own keys."""
+    state_dict, original = _official_twins_names(state_dict)
     num_stages = len({k.split('.')[1] for k in state_dict
                       if k.startswith('patch_embeds.')})
     rules = [
         (r'pos_block\.(\d+)\.(.*)', r'pegs.\1.0.\2'),
         (r'norm\.(.*)', rf'norms.{num_stages - 1}.\1'),
+        (r'norm_after_stage(\d+)\.(.*)', r'norms.\1.\2'),  # mmpretrain's
         (r'blocks\.(\d+)\.(\d+)\.' + BLOCK, r'stages.\1.\2.\3'),
     ]
     out, report = _convert(state_dict, 'twins', rules, [], with_head,
@@ -201,6 +233,9 @@ def convert_twins(state_dict, with_head: bool = True, progress: bool = False
             if f'{stem}q.{kind}' in out:
                 out[f'{stem}qkv.{kind}'] = torch.cat(
                     (out.pop(f'{stem}q.{kind}'), out.pop(f'{stem}kv.{kind}')))
+    report.mapped = {original.get(k, k): v for k, v in report.mapped.items()}
+    report.dropped = {original.get(k, k): v
+                      for k, v in report.dropped.items()}
     return out, report
 
 

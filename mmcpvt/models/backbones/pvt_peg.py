@@ -102,8 +102,10 @@ class PVTPEG(BaseBackbone):
             dims = self.embed_dims[i]
             stride *= patch_sizes[i]
             last = i == self.num_stages - 1
+            # PVT's / Twins' patch embedding norm is nn.LayerNorm(dims), eps
+            # 1e-5, unlike the blocks' 1e-6 (pvt.py, gvt.py; timm the same)
             self.patch_embeds.append(patch_embed(in_dims, dims, patch_sizes[i],
-                                                 norm_cfg=norm_cfg))
+                                                 norm_cfg=dict(type='LN')))
             if self.pos_embeds is not None:
                 grid = tuple(-(-x // stride) for x in self.img_size)
                 self.pos_embeds.append(

@@ -40,10 +40,12 @@ class TransformerBlock(BaseModule):
                  rpe_cfg: Optional[dict] = None):
         super().__init__()
         self.ln1 = build_norm_layer(norm_cfg, embed_dims)[1]
+        # The spatial-reduction norm keeps the attention's default: the
+        # authors' nn.LayerNorm(dim), eps 1e-5, whatever the blocks' eps
+        # (pvt.py, gvt.py; timm the same; mmpretrain's PCPVT gives it 1e-6)
         self.attn = self.attn_cls(
             embed_dims, num_heads, qkv_bias=qkv_bias, attn_drop=attn_drop_rate,
-            proj_drop=drop_rate, sr_ratio=sr_ratio, norm_cfg=norm_cfg,
-            rpe_cfg=rpe_cfg)
+            proj_drop=drop_rate, sr_ratio=sr_ratio, rpe_cfg=rpe_cfg)
         self.ln2 = build_norm_layer(norm_cfg, embed_dims)[1]
         self.ffn = FFN(embed_dims=embed_dims,
                        feedforward_channels=feedforward_channels,

@@ -48,7 +48,8 @@ def setup() -> None:
 MMCPVT_HOOKS = dict(
     weights_only_load=dict(type='mmcpvt.WeightsOnlyLoadHook'),
     epoch_seed=dict(type='mmcpvt.EpochSeedHook'),
-    work_dir_lock=dict(type='mmcpvt.WorkDirLockHook'))
+    work_dir_lock=dict(type='mmcpvt.WorkDirLockHook'),
+    cuda_ops=dict(type='mmcpvt.CudaOpsHook'))
 
 
 def add_mmcpvt_hooks(cfg: Config) -> None:

@@ -1,7 +1,7 @@
-from .hooks import (CheckpointFitHook, EpochSeedHook, WeightsOnlyLoadHook,
-                    WorkDirLockHook)
+from .hooks import (CheckpointFitHook, CudaOpsHook, EpochSeedHook,
+                    WeightsOnlyLoadHook, WorkDirLockHook)
 
 __all__ = [
-    'CheckpointFitHook', 'EpochSeedHook', 'WeightsOnlyLoadHook',
+    'CheckpointFitHook', 'CudaOpsHook', 'EpochSeedHook', 'WeightsOnlyLoadHook',
     'WorkDirLockHook'
 ]

@@ -12,6 +12,8 @@ own ``tools/train.py`` get them too.
   refused (it would overwrite the first's checkpoints).
 - :class:`CheckpointFitHook`: a checkpoint whose tensors do not fit the
   model is refused before it is loaded.
+- :class:`CudaOpsHook`: a model on CUDA that calls mmcv ops is refused,
+  before the first iteration, when mmcv was built without its CUDA ops.
 """
 import contextlib
 import logging
@@ -190,3 +192,65 @@ class CheckpointFitHook(Hook):
                f'at least {self.min_fraction:.0%} are needed.')
         check_state_dict_fits(model.state_dict(), state, self.min_fraction,
                               owner=type(model).__name__, why=why)
+
+
+def _on_cuda(model) -> bool:
+    return any(p.is_cuda for p in model.parameters())
+
+
+def mmcv_cuda_op_calls(model):
+    """``(module path, mmcv op)`` for each mmcv op that ``model`` calls on
+    CUDA tensors: mmcv.ops modules, mmdet's and mmseg's ``FocalLoss``
+    (mmcv's ``sigmoid_focal_loss`` on CUDA, the Python loss on the CPU) and
+    a head's ``test_cfg.nms`` (``mmcv.ops.batched_nms``)."""
+    for name, m in model.named_modules():
+        if type(m).__module__.startswith('mmcv.ops'):
+            yield name, f'mmcv.ops.{type(m).__name__}'
+        elif (type(m).__name__ == 'FocalLoss'
+              and not getattr(m, 'activated', False)):
+            yield name, 'mmcv.ops.sigmoid_focal_loss'
+        test_cfg = getattr(m, 'test_cfg', None)
+        if name and isinstance(test_cfg, dict) and test_cfg.get('nms'):
+            op = test_cfg['nms'].get('type', 'nms')
+            yield f'{name}.test_cfg.nms', f'mmcv.ops.{op}'
+
+
+@register_hook
+class CudaOpsHook(Hook):
+    """Refuse, in ``before_run`` (before any checkpoint is loaded and the
+    first iteration), a model on CUDA that calls mmcv ops
+    (:func:`mmcv_cuda_op_calls`) when the installed mmcv has no CUDA ops:
+    ``mmcv.ops.get_compiling_cuda_version()`` is 'not available' (built
+    with ``FORCE_CUDA=0``, as ``tools/install/build_mmcv.sh`` does without a
+    GPU and nvcc) or mmcv has no ops at all. Otherwise RetinaNet stops at its
+    first loss, inside mmcv. Models without mmcv ops (classifiers, Semantic
+    FPN) pass."""
+
+    priority = 'VERY_HIGH'
+
+    def before_run(self, runner) -> None:
+        from mmengine.model import is_model_wrapper
+        model = runner.model.module if is_model_wrapper(
+            runner.model) else runner.model
+        if not _on_cuda(model):
+            return
+        try:
+            from mmcv.ops import get_compiling_cuda_version
+            built = get_compiling_cuda_version()
+        except ImportError:  # mmcv-lite (MMCV_WITH_OPS=0): no ops at all
+            built = 'not available'
+        calls = dict(mmcv_cuda_op_calls(model))
+        if built != 'not available' or not calls:
+            return
+        import mmcv
+        import torch
+        raise RuntimeError(
+            f'{type(model).__name__} runs on CUDA and calls mmcv ops that '
+            f'mmcv {mmcv.__version__} was built without (it has CPU ops only)'
+            ': ' + ', '.join(f'{k} -> {v}' for k, v in calls.items()) +
+            f'. Build mmcv with its CUDA ops: put the nvcc of CUDA '
+            f'{torch.version.cuda} (torch\'s) on the PATH or set CUDA_HOME, '
+            f'and run `tools/install/build_mmcv.sh python`; or install '
+            f'OpenMMLab\'s prebuilt mmcv, `mim install mmcv==2.1.0`, with a '
+            f'torch it publishes wheels for (e.g. torch 2.1 with CUDA 11.8 '
+            f'or 12.1). See docs/get_started.md, "Install on a GPU machine".')

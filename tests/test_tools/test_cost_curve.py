@@ -1,0 +1,92 @@
+"""tools/analysis_tools/cost_curve.py: the exponent fit on exact power laws,
+and the tool end to end (a process a point) on tiny sides, with a side a
+model refuses and a side skipped by --max-seconds."""
+import json
+import math
+
+import pytest
+
+from tests.test_tools.test_analysis_tools import load_tool, run_tool
+from tests.utils import explain
+
+
+@pytest.fixture(scope='module')
+def cost_curve():
+    return load_tool('cost_curve')
+
+
+@pytest.mark.parametrize('exponent', [0.5, 1.0, 1.37, 2.0])
+def test_fit_exponent_power_law(cost_curve, exponent):
+    sides = [224, 384, 512, 768, 1024]
+    tokens = [(s / 16) ** 2 for s in sides]
+    ms = [3.5 * t ** exponent for t in tokens]
+    assert cost_curve.fit_exponent(tokens, ms) == pytest.approx(exponent)
+    assert cost_curve.fit_exponent(tokens[-2:], ms[-2:]) == pytest.approx(
+        exponent)
+
+
+def test_fit_exponent_least_squares(cost_curve):
+    # log y = 2 log x, then +-d in the middle points: the slope stays 2
+    xs, d = [1., 2., 4., 8.], 0.1
+    ys = [x ** 2 * math.exp(e) for x, e in zip(xs, [0, d, -d, 0])]
+    slope = cost_curve.fit_exponent(xs, ys)
+    lx = [math.log(x) for x in xs]
+    mean = sum(lx) / 4
+    expected = 2 + (d * (lx[1] - mean) - d * (lx[2] - mean)) / sum(
+        (v - mean) ** 2 for v in lx)
+    assert slope == pytest.approx(expected)
+    assert cost_curve.fit_exponent([1., 2.], [5., 0.]) is None  # one point
+    assert cost_curve.fit_exponent([], []) is None
+
+
+def test_cost_curve_cli(cost_curve, tmp_path):
+    out = run_tool('cost_curve', '--models', 'cpvt-tiny', 'pvt-tiny@mmdet',
+                   '--sizes', '64', '16', '96', '--repeats', '1',
+                   '--min-time', '0', '--threads', '1',
+                   '--json', str(tmp_path / 'cost.json'),
+                   '--plot', str(tmp_path / 'cost.svg'))
+    assert out.returncode == 0, explain(out)
+    lines = out.stdout.splitlines()
+    assert '| forward, ms | 16px | 64px | 96px | exponent (time) | ' \
+        'exponent (time last two) |' in lines, out.stdout
+    assert '| peak memory, MiB | 16px | 64px | 96px | exponent (memory) |' \
+        in lines, out.stdout
+    # mmdet's PVT-T refuses 16 px (its 8 x 8 reduction on 4 x 4 tokens)
+    row = next(line for line in lines if line.startswith('| pvt-tiny@mmdet'))
+    assert row.split(' | ')[1] == 'failed (exit 1)', row
+    assert any(line.startswith('- pvt-tiny@mmdet 16px: failed')
+               for line in lines), out.stdout
+
+    result = json.loads((tmp_path / 'cost.json').read_text())
+    assert {'date', 'torch', 'machine', 'device', 'threads', 'batch',
+            'repeats', 'sides', 'tokens', 'points', 'exponents'} <= set(result)
+    assert result['sides'] == [16, 64, 96] and result['threads'] == 1
+    points = {(p['model'], p['side']): p for p in result['points']}
+    assert len(points) == 6
+    for (model, side), p in points.items():
+        assert p['tokens'] == (side / 16) ** 2
+        if (model, side) == ('pvt-tiny@mmdet', 16):
+            assert p['note'].startswith('failed') and p['ms'] == []
+            assert p['ms_median'] is None
+            continue
+        assert p['note'] is None and len(p['ms']) == len(p['mib']) == 1
+        assert p['ms_median'] > 0 and p['mib_median'] >= 0
+    for model, fit in result['exponents'].items():
+        pts = [p for p in result['points']
+               if p['model'] == model and p['ms_median']]
+        x = [p['tokens'] for p in pts]
+        assert fit['time'] == pytest.approx(
+            cost_curve.fit_exponent(x, [p['ms_median'] for p in pts]))
+    assert (tmp_path / 'cost.svg').read_text().lstrip().startswith('<?xml')
+
+
+def test_cost_curve_max_seconds_skips_larger_sides():
+    out = run_tool('cost_curve', '--models', 'cpvt-tiny', '--sizes', '32',
+                   '48', '--repeats', '2', '--max-seconds', '0',
+                   '--threads', '1')
+    assert out.returncode == 0, explain(out)
+    assert '| cpvt-tiny | skipped | skipped | n/a | n/a |' in out.stdout, \
+        explain(out)
+    assert '- cpvt-tiny 48px: skipped: ' in out.stdout
+    assert out.stderr.count('cpvt-tiny 32px') == 1  # no process after that
+    assert 'cpvt-tiny 48px' not in out.stderr

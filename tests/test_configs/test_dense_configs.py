@@ -170,7 +170,7 @@ def test_pvt_setting(path):
         assert cfg.model.data_preprocessor.size == (512, 512)
         assert cfg.val_evaluator.type == 'IoUMetric'
     backbone = cfg.model.backbone
-    if 'peg' in name:
+    if 'peg' in name or 'pcpvt' in name:
         # ImageNet-pretrained PEG backbone, taken from a classifier
         assert backbone.init_cfg.type == 'Pretrained'
         assert backbone.init_cfg.prefix == 'backbone.'
@@ -224,3 +224,20 @@ def test_demo_detection_config():
         cls_scores, _ = model(torch.randn(1, 3, 256, 256), mode='tensor')
     assert cls_scores[0].shape[1] == 9 * len(cfg.classes)
     assert all(torch.isfinite(s).all() for s in cls_scores)
+
+
+@pytest.mark.parametrize('name', ['retinanet_pcpvt-s_fpn_1x_coco.py',
+                                  'fpn_pcpvt-s_4xb4-80k_ade20k-512x512.py'])
+def test_pcpvt_configs_say_where_the_weights_come_from(name, monkeypatch,
+                                                       tmp_path):
+    """The Twins-setting configs start from the authors' PCPVT-S weights
+    under one file name; without the file, the error says where to get it."""
+    cfg = _load(osp.join(ROOT, 'configs', 'pvt_peg', name))
+    backbone = cfg.model.backbone
+    assert backbone.init_cfg.checkpoint == 'checkpoints/twins-pcpvt-s_in1k.pth'
+    assert backbone.drop_path_rate == 0.2  # Twins' detection / segmentation
+    monkeypatch.chdir(tmp_path)
+    model = _registry(cfg.default_scope).build(cfg.model)
+    with pytest.raises(FileNotFoundError,
+                       match=r'twins-pcpvt-s_in1k\.pth.*docs/model_zoo\.md'):
+        model.backbone.init_weights()

@@ -1,10 +1,11 @@
-"""Convert an official Twins PCPVT or timm ``twins_pcpvt_*`` checkpoint into
-an mmcpvt ImageClassifier checkpoint (``PVTPEG`` backbone, GAP head).
+"""Convert an official Twins PCPVT, timm ``twins_pcpvt_*`` or mmpretrain
+``twins-pcpvt-*`` checkpoint into an mmcpvt ImageClassifier checkpoint
+(``PVTPEG`` backbone, GAP head); docs/model_zoo.md lists the files.
 
 pcpvt small / base / large = PVT-small / medium / large + PEG + GAP:
 
     python tools/model_converters/twins2mmcpvt.py pcpvt_small.pth \\
-        checkpoints/pvt-s-peg-gap_in1k.pth
+        checkpoints/twins-pcpvt-s_in1k.pth
 """
 from convert_cli import cli
 

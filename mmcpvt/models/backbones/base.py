@@ -149,10 +149,12 @@ class BaseBackbone(BaseModule):
             if not osp.isfile(path):
                 raise FileNotFoundError(
                     f'{owner}: init_cfg asks for the pretrained checkpoint '
-                    f'{path!r}, which does not exist. Point model.backbone.'
-                    f'init_cfg.checkpoint at a trained or converted one (see '
-                    f'tools/model_converters), or start from random weights '
-                    f'with --cfg-options model.backbone.init_cfg=None')
+                    f'{path!r}, which does not exist. docs/model_zoo.md '
+                    f'("Weights") says where the authors publish ImageNet '
+                    f'weights and how to convert them to that name; or point '
+                    f'model.backbone.init_cfg.checkpoint at a trained one, or '
+                    f'start from random weights with --cfg-options '
+                    f'model.backbone.init_cfg=None')
             check_checkpoint(path, state_dict=True)  # named before loading
         if not self._is_init:
             # The transformer init first, a checkpoint on top: what the

@@ -109,10 +109,11 @@ def fake_nvcc(tmp_path, release):
     return str(tmp_path / 'cuda')
 
 
-def plan(tmp_path, py, cuda_home=None):
-    env = dict(os.environ, MMCPVT_CACHE=str(tmp_path / 'cache'),
-               PATH='/usr/bin:/bin')
-    env.pop('CUDA_HOME', None)
+def plan(tmp_path, py, cuda_home=None, **extra):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ('CUDA_HOME', 'FORCE_CUDA')}
+    env.update(MMCPVT_CACHE=str(tmp_path / 'cache'), PATH='/usr/bin:/bin',
+               **extra)
     if cuda_home:
         env['CUDA_HOME'] = cuda_home
     proc = subprocess.run(['bash', BUILD, '--plan', py], env=env,
@@ -140,6 +141,13 @@ def test_build_plan(tmp_path, torch_cuda, gpu, nvcc, build, warns):
         assert f'nvcc of CUDA {torch_cuda}' in out
         assert 'mim install mmcv==2.1.0' in out
         assert 'sigmoid_focal_loss' in out
+
+
+def test_force_cuda_0_builds_cpu_ops(tmp_path):
+    home = fake_nvcc(tmp_path, '13.0')
+    out = plan(tmp_path, fake_python(tmp_path, '13.0', 1), home,
+               FORCE_CUDA='0')
+    assert 'build: cpu\n' in out and 'warning' not in out, out
 
 
 def test_old_cpu_cache_still_found(tmp_path):

@@ -13,6 +13,7 @@
 #
 # usage: tools/install/build_mmcv.sh [--plan] PYTHON
 #   --plan: print the build it would do and its cache dir; build nothing.
+#   FORCE_CUDA=0 (mmcv's own variable) builds the CPU ops whatever is found.
 set -euo pipefail
 
 PLAN=0
@@ -42,7 +43,7 @@ say() { echo "[mmcv] $*"; }
 
 # The build: cu<nvcc's version> with a GPU and an nvcc of torch's CUDA major.
 BUILD=cpu
-if [ "$GPU" = 1 ] && [ "$TORCH_CUDA" != none ]; then
+if [ "$GPU" = 1 ] && [ "$TORCH_CUDA" != none ] && [ "${FORCE_CUDA:-}" != 0 ]; then
     NVCC=${CUDA_HOME:+$CUDA_HOME/bin/nvcc}
     [ -x "${NVCC:-}" ] || NVCC=$(command -v nvcc || true)
     NVCC_CUDA=$([ -n "$NVCC" ] && "$NVCC" --version |
@@ -125,6 +126,7 @@ if [ -z "$wheel" ]; then
     if ! wait "$pid"; then
         say "compile FAILED; last lines of $build/build.log:" >&2
         tail -n 40 "$build/build.log" >&2
+        [ "$BUILD" = cpu ] || say "FORCE_CUDA=0 $0 $PY builds the CPU ops only" >&2
         exit 1
     fi
     # Move into the cache atomically so a concurrent reader never sees half a wheel.

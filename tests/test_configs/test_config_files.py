@@ -3,8 +3,8 @@ configs, the demo configs and each ``_base_`` file on its own, including the
 bases taken from mmdet, mmseg and mmpretrain (``mmdet::...``), which must be
 found in the installed packages. A leaf config names its library's default
 scope and imports mmcpvt, and names mmcpvt's hooks (atomic checkpoints,
-weights-only loads, epoch seeding, the work-dir lock), so that mmdet's and
-mmseg's own train.py run with them too.
+weights-only loads, epoch seeding, the work-dir lock, the CUDA-ops check),
+so that mmdet's and mmseg's own train.py run with them too.
 """
 import glob
 import os.path as osp
@@ -38,5 +38,6 @@ def test_config_resolves(path):
     assert hooks.checkpoint.backend_args == dict(backend='mmcpvt_atomic')
     for name, hook in (('weights_only_load', 'WeightsOnlyLoadHook'),
                        ('epoch_seed', 'EpochSeedHook'),
-                       ('work_dir_lock', 'WorkDirLockHook')):
+                       ('work_dir_lock', 'WorkDirLockHook'),
+                       ('cuda_ops', 'CudaOpsHook')):
         assert hooks[name].type == f'mmcpvt.{hook}', (name, hooks[name])

@@ -79,6 +79,9 @@ def merge_args(cfg: Config, args) -> Config:
     """Apply the command line to ``cfg``; SystemExit on unusable options."""
     cfg = common.apply_common_args(cfg, args)
     cfg.load_from = args.checkpoint
+    # a user's own config on CUDA: NMS needs mmcv's CUDA ops, refused early
+    cfg.setdefault('default_hooks', {}).setdefault(
+        'cuda_ops', common.MMCPVT_HOOKS['cuda_ops'])
     if args.show_dir:
         enable_visualization(cfg, args.show_dir)
     if args.out and args.out_item == 'pred':

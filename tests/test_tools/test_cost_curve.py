@@ -81,12 +81,13 @@ def test_cost_curve_cli(cost_curve, tmp_path):
 
 
 def test_cost_curve_max_seconds_skips_larger_sides():
-    out = run_tool('cost_curve', '--models', 'cpvt-tiny', '--sizes', '32',
-                   '48', '--repeats', '2', '--max-seconds', '0',
+    out = run_tool('cost_curve', '--models', 'swin-tiny@mmdet', '--sizes',
+                   '32', '48', '--repeats', '2', '--max-seconds', '0',
                    '--threads', '1')
     assert out.returncode == 0, explain(out)
-    assert '| cpvt-tiny | skipped | skipped | n/a | n/a |' in out.stdout, \
-        explain(out)
-    assert '- cpvt-tiny 48px: skipped: ' in out.stdout
-    assert out.stderr.count('cpvt-tiny 32px') == 1  # no process after that
-    assert 'cpvt-tiny 48px' not in out.stderr
+    assert '| swin-tiny@mmdet | skipped | skipped | n/a | n/a |' \
+        in out.stdout, explain(out)
+    assert '- swin-tiny@mmdet 48px: skipped: ' in out.stdout
+    # one process: none for the second repeat, none for the larger side
+    assert out.stderr.count('swin-tiny@mmdet 32px') == 1, explain(out)
+    assert 'swin-tiny@mmdet 48px' not in out.stderr

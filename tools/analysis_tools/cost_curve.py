@@ -71,7 +71,8 @@ def child_main():
     torch.set_num_threads(p['threads'])
     import mmcpvt  # noqa: F401  (registers our models)
     torch.manual_seed(0)
-    model = build(p['model']).eval().to(p['device'])
+    model = build(p['model']).to(p['device'])
+    model.eval()  # (mmdet's Swin returns None)
     x = torch.randn(1, 3, p['side'], p['side'], device=p['device'])
 
     def seconds():

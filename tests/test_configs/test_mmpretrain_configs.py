@@ -126,9 +126,11 @@ PARAMS = {
 
 # PVT v1 (+ PEG + GAP), 1000-class head. PVT-S/M+PEG+GAP are Twins-PCPVT-S/B,
 # whose training logs (Meituan-AutoML/Twins, logs/pcpvt_{s,b}.txt) report
-# 24,106,216 and 43,828,456; tiny is counted on the built model.
+# 24,106,216 and 43,828,456; tiny and large (Twins-PCPVT-L, 60.99 M in
+# mmpretrain's metafile) are counted on the built model.
 PVT_T_PEG_GAP, PVT_S_PEG_GAP, PVT_M_PEG_GAP = (12_849_640, 24_106_216,
                                                43_828_456)
+PVT_L_PEG_GAP = 60_989_672
 PVT_DIMS = (64, 128, 320, 512)
 PVT_PEGS = sum(_peg(C) for C in PVT_DIMS)  # 10,240: one PEG per stage
 # PVT's learned tables at 224x224: 56x56, 28x28, 14x14, 7x7 tokens ...
@@ -142,6 +144,7 @@ PARAMS.update({
     'pvt_peg/pvt-t-peg-gap_8xb128_in1k.py': PVT_T_PEG_GAP,
     'pvt_peg/pvt-s-peg-gap_8xb128_in1k.py': PVT_S_PEG_GAP,
     'pvt_peg/pvt-m-peg-gap_8xb128_in1k.py': PVT_M_PEG_GAP,
+    'pvt_peg/pvt-l-peg-gap_8xb128_in1k.py': PVT_L_PEG_GAP,
     'pvt_peg/pvt-t_8xb128_in1k.py': PVT_T,
     'pvt_peg/pvt-s_8xb128_in1k.py':
     PVT_S_PEG_GAP - PVT_PEGS + PVT_TABLES + 2 * PVT_CLS,
@@ -204,7 +207,7 @@ def _family(name):
 
 def test_every_config_has_a_reference_count():
     assert len([n for n in IDS if n.startswith('cpvt/')]) == 12
-    assert len([n for n in IDS if n.startswith('pvt_peg/')]) == 8
+    assert len([n for n in IDS if n.startswith('pvt_peg/')]) == 9
     assert len([n for n in IDS if n.startswith('swin_peg/')]) == 2
     assert set(IDS) - set(PARAMS) == set(), 'add their counts to PARAMS'
     assert set(PARAMS) - set(IDS) == set(), 'these configs are gone'
@@ -349,8 +352,8 @@ def _recipe(name):
     """(schedule, drop path, gradient clipping) that a config must carry."""
     if name.startswith('swin_peg/'):
         return 'swin', 0.2, 5.0  # Swin-T
-    if name.startswith('pvt_peg/pvt-m'):
-        return 'deit', 0.3, 1.0  # PVT's configs/pvt/pvt_medium.py
+    if name.startswith(('pvt_peg/pvt-m', 'pvt_peg/pvt-l')):
+        return 'deit', 0.3, 1.0  # PVT's configs/pvt/pvt_{medium,large}.py
     return 'deit', 0.1, None  # DeiT / CPVT, PVT-Tiny and -Small
 
 

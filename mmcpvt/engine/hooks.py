@@ -158,6 +158,13 @@ class WorkDirLockHook(Hook):
             self._path = None
 
 
+def _bare_model(runner):
+    """The runner's model without its DDP / FSDP wrapper."""
+    from mmengine.model import is_model_wrapper
+    return runner.model.module if is_model_wrapper(
+        runner.model) else runner.model
+
+
 @register_hook
 class CheckpointFitHook(Hook):
     """Refuse a ``load_from`` / ``resume`` checkpoint of which fewer than
@@ -182,9 +189,7 @@ class CheckpointFitHook(Hook):
         self.min_fraction = min_fraction
 
     def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
-        from mmengine.model import is_model_wrapper
-        model = runner.model.module if is_model_wrapper(
-            runner.model) else runner.model
+        model = _bare_model(runner)
         state = checkpoint.get('state_dict', checkpoint)
         state = {re.sub(r'^module\.', '', k): v for k, v in state.items()}
         why = ('all of them are needed: the rest would be left at random '
@@ -229,9 +234,7 @@ class CudaOpsHook(Hook):
     priority = 'VERY_HIGH'
 
     def before_run(self, runner) -> None:
-        from mmengine.model import is_model_wrapper
-        model = runner.model.module if is_model_wrapper(
-            runner.model) else runner.model
+        model = _bare_model(runner)
         if not _on_cuda(model):
             return
         try:
@@ -239,8 +242,10 @@ class CudaOpsHook(Hook):
             built = get_compiling_cuda_version()
         except ImportError:  # mmcv-lite (MMCV_WITH_OPS=0): no ops at all
             built = 'not available'
+        if built != 'not available':
+            return
         calls = dict(mmcv_cuda_op_calls(model))
-        if built != 'not available' or not calls:
+        if not calls:
             return
         import mmcv
         import torch

@@ -1,6 +1,6 @@
 """``pip install .`` into a fresh virtual environment, then ``mim train
 mmcpvt CONFIG`` and mmdet's own ``tools/train.py`` with our config, from
-outside the repository: tools/install/check_package.py, run as a user runs
+outside the repository: check_package.py of this folder, run as a user runs
 it (its docstring lists what each step checks)."""
 import re
 
@@ -9,7 +9,7 @@ from tests.utils import explain, run_tool
 
 def test_pip_install_then_mim_train_and_mmdet_train(tmp_path):
     work = tmp_path / 'check'
-    proc = run_tool('tools/install/check_package.py', '--work-dir',
+    proc = run_tool('tests/test_packaging/check_package.py', '--work-dir',
                     str(work), timeout=900)
     assert proc.returncode == 0, explain(proc)
     out = proc.stdout

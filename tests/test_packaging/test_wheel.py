@@ -22,7 +22,7 @@ import yaml
 
 from tests.utils import ROOT, explain
 
-sys.path.insert(0, osp.join(ROOT, 'tools', 'install'))
+sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 from check_package import SKIP, make_venv  # noqa: E402
 
 MIM_SUFFIXES = {'configs': ('.py', '.yml', '.md'),

@@ -27,8 +27,8 @@ there stays invisible. The build runs in a copy of the source tree: setup.py
 writes the ``mmcpvt/.mim`` copies into the tree it builds, and the
 checkout's ``mmcpvt/.mim`` holds the links of its editable install.
 
-    .venv/bin/python tools/install/check_package.py      # about 1.5 minutes
-    .venv/bin/python tools/install/check_package.py --work-dir /tmp/chk --keep
+    .venv/bin/python tests/test_packaging/check_package.py      # about 1.5 minutes
+    .venv/bin/python tests/test_packaging/check_package.py --work-dir /tmp/chk --keep
 
 Prints a log (each command, then the lines of its output that matter) and
 exits with 1, naming the failed step, where any step fails.

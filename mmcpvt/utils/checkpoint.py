@@ -22,6 +22,7 @@ import os.path as osp
 import pickle
 import pickletools
 import tempfile
+import urllib.parse
 import zipfile
 from typing import List, Optional, Tuple
 
@@ -275,6 +276,17 @@ def check_checkpoint(path: str, state_dict: bool = False) -> None:
                            and zipfile.is_zipfile(path))
     if state_dict:
         state_dict_of(checkpoint, path)
+
+
+def check_download(url: str) -> None:
+    """After a load by ``url`` failed: raise the :class:`CheckpointError` of
+    the copy that mmengine's http(s) loader had torch.hub download there
+    (what is wrong in it, from the file); nothing where there is no copy
+    (another scheme) or it loads."""
+    copy = osp.join(torch.hub.get_dir(), 'checkpoints',
+                    osp.basename(urllib.parse.urlparse(url).path))
+    if '://' in url and osp.isfile(copy):
+        check_checkpoint(copy)
 
 
 def require_file(path, what: str = 'checkpoint') -> None:

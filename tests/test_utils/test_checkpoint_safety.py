@@ -9,6 +9,7 @@ the converters and ``publish_model.py``. Checkpoints served by URL:
 tests/test_tools/test_url_checkpoints.py.
 """
 import functools
+import http.server
 import importlib.util
 import io
 import os
@@ -18,6 +19,7 @@ import resource
 import signal
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -350,6 +352,39 @@ def test_a_checkpoint_that_holds_no_state_dict_is_named(runner, tmp_path,
         assert f'{path} is not a state dict: it holds {held}' in msg, \
             (name, msg)
         assert 'Expected a dict of tensors' in msg
+
+
+@pytest.mark.parametrize('kind', ['evil', 'half zip'])
+def test_init_cfg_by_url_names_what_is_wrong_with_the_download(
+        tmp_path, monkeypatch, kind):
+    """By URL, mmengine's loader has torch.hub download the file; a refusal
+    names the backbone, the URL, the downloaded copy and what is wrong in
+    it (as for a local file), not torch's "Weights only load failed"."""
+    served, marker = tmp_path / 'served', tmp_path / 'ran'
+    served.mkdir()
+    if kind == 'evil':
+        torch.save({'state_dict': {'w': torch.ones(1)},
+                    'x': RunsCode(marker)}, served / 'model.pth')
+    else:
+        _write_truncated(served / 'model.pth', legacy=False)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler,
+                                directory=served)
+    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch_home'))
+    url = f'http://127.0.0.1:{server.server_address[1]}/model.pth'
+    model = _build(init_cfg=dict(type='Pretrained', checkpoint=url))
+    try:
+        with pytest.raises(UnsafeCheckpointError if kind == 'evil' else
+                           BrokenCheckpointError) as e:
+            model.init_weights()
+    finally:
+        server.shutdown()
+    copy = tmp_path / 'torch_home' / 'hub' / 'checkpoints' / 'model.pth'
+    assert str(e.value).startswith(
+        f"CPVT: init_cfg Pretrained {url!r}, downloaded to {copy}: ")
+    assert (UNSAFE if kind == 'evil' else BROKEN) in str(e.value)
+    assert not marker.exists()
 
 
 def test_checkpoints_our_tools_write_still_load(tmp_path):

@@ -3,6 +3,7 @@ checkpoint conversion, input checks, PEG placement, gradient checkpointing
 and freezing."""
 import math
 import os.path as osp
+import pickle
 
 import torch
 import torch.nn as nn
@@ -14,9 +15,9 @@ from mmengine.model.weight_init import (constant_init, normal_init,
                                          trunc_normal_, trunc_normal_init)
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from mmcpvt.utils.checkpoint import (CheckpointMismatchError,
-                                     check_checkpoint, checkpoint_state_dict,
-                                     weights_only_loads)
+from mmcpvt.utils.checkpoint import (CheckpointError, CheckpointMismatchError,
+                                     check_checkpoint, check_download,
+                                     checkpoint_state_dict, weights_only_loads)
 from mmcpvt.utils.convert import CONVERTERS, detect_family, unwrap
 from mmcpvt.utils.state_dict import (USUAL_CAUSES, KeyMatch,
                                      check_state_dict_fits)
@@ -167,6 +168,15 @@ class BaseBackbone(BaseModule):
             where = ', '.join(repr(c['checkpoint']) for c in pretrained)
             raise CheckpointMismatchError(
                 f'{owner}: init_cfg Pretrained {where}: {e}') from None
+        except (pickle.UnpicklingError, RuntimeError, EOFError):
+            for url in [c['checkpoint'] for c in pretrained
+                        if '://' in (c.get('checkpoint') or '')]:
+                try:  # a local file was checked above; by URL, its copy
+                    check_download(url)
+                except CheckpointError as e:
+                    raise type(e)(f'{owner}: init_cfg Pretrained {url!r}, '
+                                  f'downloaded to {e}', e.what) from None
+            raise
         except AssertionError:  # mmengine's: a prefix that no key has
             for cfg in [c for c in pretrained if c.get('prefix')]:
                 keys = checkpoint_state_dict(cfg['checkpoint'])

@@ -436,6 +436,7 @@ def test_marker_lists_exactly_the_written_files(tmp_path, name):
     assert listed['complete'] is True
     assert sorted(listed['files'] + [marker]) == _files(out)
     assert 'files' not in info and 'complete' not in info
+    assert re.fullmatch('[0-9a-f]{12}', info['generator'])  # the code's id
 
 
 @pytest.mark.parametrize('name', GENERATORS)

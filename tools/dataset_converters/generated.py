@@ -1,7 +1,7 @@
 """What the data set generators (``make_coco.py``, ``make_ade20k.py``,
-``make_imagenet.py``) share besides the renderer (``shapes.py``): argument
-checks, the output directory and its marker, the progress bar and the
-command line. What they write, replace and refuse: docs/get_started.md,
+``make_imagenet.py``) share besides the renderer (``shapes.py``): the writer
+(argument checks, the output directory and its marker, the progress bar) and
+the command line. What they write, replace and refuse: docs/get_started.md,
 "Generated data sets".
 
 A generator keeps in ``--out`` a marker (``make_coco.json``, ...) with its
@@ -12,24 +12,34 @@ others are there; for an older marker without the list, ``files_of`` works
 it out from the arguments.
 """
 import argparse
+import hashlib
 import inspect
 import json
-import math
 import os
 import os.path as osp
 import re
 import sys
 from typing import Callable, Dict, List, Optional, Tuple
 
-import numpy as np
 from PIL import Image
 
-# name: (low, high, note): the range of each argument a generator checks
-Limits = Dict[str, Tuple[float, float, str]]
-AT_LEAST_0, AT_LEAST_1 = (0, math.inf, ''), (1, math.inf, '')
-TEST_SET = (0, math.inf, ' (0: a test set)')
-CANVAS_SCALE = (1, 8, ' (the image side over --size; objects keep their '
-                'size)')
+# name: (test of a value, what is allowed): the limits of the arguments
+Limits = Dict[str, Tuple[Callable, str]]
+
+
+def at_least(low: float, note: str = '') -> Tuple[Callable, str]:
+    """The limit ``low`` or more; ``note`` says more about the value."""
+    return (lambda value: value >= low), f'>= {low}{note}'
+
+
+def between(low: float, high: float, note: str = '') -> Tuple[Callable, str]:
+    """The limit ``low`` to ``high``; ``note`` as for :func:`at_least`."""
+    return (lambda value: low <= value <= high), f'{low} to {high}{note}'
+
+
+# checked in every generator that has the argument
+SHARED_LIMITS = dict(seed=at_least(0), canvas_scale=between(
+    1, 8, ' (the image side over --size; objects keep their size)'))
 
 
 def _some(paths: List[str], shown: int = 10) -> str:
@@ -62,23 +72,13 @@ def check_out_dir(out_dir: str):
             f'not a directory. Give a directory for the data set.')
 
 
-def bad_arg(name: str, value, allowed: str) -> ValueError:
-    """The error for argument ``name``: the option, the value, what is
-    allowed."""
-    return ValueError(f'--{name.replace("_", "-")} ({name}) must be '
-                      f'{allowed}, got {value}')
-
-
-def check_args(args: dict, limits: Limits, checks=()):
-    """:func:`bad_arg` for the first of ``args`` out of its ``limits``, then
-    for the first ``(name, value, ok, allowed)`` of ``checks`` not ``ok``."""
-    for name, (low, high, note) in limits.items():
-        if not low <= args[name] <= high:
-            allowed = f'>= {low}' if high == math.inf else f'{low} to {high}'
-            raise bad_arg(name, args[name], allowed + note)
-    for name, value, ok, allowed in checks:
-        if not ok:
-            raise bad_arg(name, value, allowed)
+def check_args(args: dict, limits: Limits):
+    """ValueError for the first of ``args`` out of its ``limits``, naming
+    the option, the value and what is allowed."""
+    for name, (ok, allowed) in limits.items():
+        if name in args and not ok(args[name]):
+            raise ValueError(f'--{name.replace("_", "-")} ({name}) must be '
+                             f'{allowed}, got {args[name]}')
 
 
 def progress_bar(total: int, enabled: bool, title: str) -> Callable:
@@ -103,29 +103,31 @@ def progress_bar(total: int, enabled: bool, title: str) -> Callable:
     return update
 
 
-def save_image(path: str, array: np.ndarray):
-    """Save an (H, W, 3) RGB or (H, W) label array (mode 'L'), making its
-    directory; JPEGs at quality 92."""
+def save(path: str, content):
+    """Save ``content`` by the extension of ``path``, making its directory:
+    text (``.txt``), an object as json (``.json``), or an (H, W, 3) RGB or
+    (H, W) label array (mode 'L') as an image, JPEGs at quality 92."""
     os.makedirs(osp.dirname(path), exist_ok=True)
-    Image.fromarray(array).save(path, quality=92)
-
-
-def save_json(path: str, obj, indent: int = None):
-    """Save ``obj`` as json, making its directory."""
-    os.makedirs(osp.dirname(path), exist_ok=True)
-    with open(path, 'w') as f:
-        json.dump(obj, f, indent=indent)
+    if path.endswith(('.txt', '.json')):
+        with open(path, 'w') as f:
+            f.write(content if path.endswith('.txt') else json.dumps(content))
+    else:
+        Image.fromarray(content).save(path, quality=92)
 
 
 class Generator:
     """A data set generator: its name (``make_coco.py``, for messages), its
     marker (``make_coco.json``), ``files_of(args)``, the files it writes
-    for the arguments in a marker, relative to the output directory, and
-    the ``limits`` of its arguments (:func:`check_args`)."""
+    for the arguments in a marker, relative to the output directory,
+    ``write(out_dir, args, update)``, which writes them and returns what it
+    adds to the description, and the ``limits`` of its arguments besides
+    ``SHARED_LIMITS``."""
 
     def __init__(self, tool: str, files_of: Callable[[dict], List[str]],
+                 write: Callable[[str, dict, Callable], dict],
                  limits: Limits):
-        self.tool, self.files_of, self.limits = tool, files_of, limits
+        self.tool, self.files_of, self.write = tool, files_of, write
+        self.limits = dict(SHARED_LIMITS, **limits)
         self.marker = tool.replace('.py', '.json')
 
     def _read(self, out_dir: str) -> Optional[dict]:
@@ -136,15 +138,12 @@ class Generator:
             return None
         try:
             with open(path) as f:
-                info = json.load(f)
-            if not isinstance(info, dict):
-                raise ValueError(f'a {type(info).__name__}, not a dict')
-        except ValueError as e:
+                return dict(json.load(f))
+        except (ValueError, TypeError) as e:  # not json, or not a dict
             raise FileExistsError(
                 f'{path} cannot be read ({e}), so what {self.tool} wrote in '
                 f'{out_dir} is not known: nothing is deleted. Delete the '
                 f'directory yourself, or choose another --out.') from e
-        return info
 
     def read_info(self, out_dir: str) -> Optional[dict]:
         """The description of the complete set this generator made in
@@ -193,38 +192,53 @@ class Generator:
             if folder != out_dir and not os.listdir(folder):
                 os.rmdir(folder)  # left empty
 
-    def write(self, out_dir: str, args: dict, overwrite: bool,
-              progress: bool, total: int, write: Callable[[Callable], dict],
-              checks=()) -> dict:
-        """Check ``--out``, then ``args`` (:func:`check_args`), make way
-        (:meth:`prepare`), record the files of ``args``, call
-        ``write(update)`` to write them (``update()`` after each of the
-        ``total`` images) and return ``args`` updated with what it returns,
-        as recorded in the marker."""
+    def code_id(self) -> str:
+        """A digest of the generator's code (its tool, ``shapes.py`` and
+        ``generated.py``): a set made with another id may hold other images
+        for the same arguments."""
+        digest = hashlib.sha1()
+        for name in (self.tool, 'shapes.py', 'generated.py'):
+            with open(osp.join(osp.dirname(osp.abspath(__file__)), name),
+                      'rb') as f:
+                digest.update(f.read())
+        return digest.hexdigest()[:12]
+
+    def make(self, out_dir: str, overwrite: bool = False,
+             progress: bool = False, **args) -> dict:
+        """Write the set of ``args`` (the other parameters of a generator's
+        function) to ``out_dir``: check ``--out``, then ``args``, make way
+        (:meth:`prepare`), record the files of ``args``, write them
+        (``update()`` after each image, a JPEG) and return ``args`` with
+        the code id and what ``write`` returns, as recorded in the
+        marker."""
         check_out_dir(out_dir)
-        check_args(args, self.limits, checks)
+        # as in the marker: lists for tuples, and the code that wrote it
+        args = json.loads(json.dumps(dict(args, generator=self.code_id())))
+        check_args(args, self.limits)
         self.prepare(out_dir, overwrite)
+        os.makedirs(out_dir, exist_ok=True)
         marker, files = osp.join(out_dir, self.marker), self.files_of(args)
 
         def mark(info: dict, complete: bool) -> dict:  # atomically
-            save_json(marker + '.tmp', dict(info, complete=complete,
-                                            files=sorted(files)), indent=1)
+            with open(marker + '.tmp', 'w') as f:
+                json.dump(dict(info, complete=complete, files=sorted(files)),
+                          f, indent=1)
             os.replace(marker + '.tmp', marker)
             return info
 
         mark(args, complete=False)
-        info = dict(args, **write(progress_bar(
-            total, progress,
-            f'{self.tool}: writing {total} images to {out_dir}')))
-        return mark(info, complete=True)
+        total = sum(f.endswith(('.jpg', '.JPEG')) for f in files)
+        update = progress_bar(total, progress, f'{self.tool}: writing '
+                              f'{total} images to {out_dir}')
+        return mark(dict(args, **self.write(out_dir, args, update)), True)
 
-    def main(self, make: Callable, doc: str, metavars: dict = None,
-             argv: List[str] = None) -> Tuple[dict, str]:
-        """Run ``make`` from the command line (``--help``: ``doc``); return
-        its result and ``--out``. Its parameters are the options, with their
-        defaults (a tuple: that many values, named by ``metavars[name]``)
-        and their text in ``make``'s ``Args:`` as help; ``--no-progress``
-        hides the bar. A refusal of ``make`` ends it with one line."""
+    def main(self, make: Callable, doc: str, summary: str, metavars=None):
+        """Run ``make`` from the command line (``--help``: ``doc``) and print
+        ``summary``, formatted with ``out`` and what it returns. Its
+        parameters are the options, with their defaults (a tuple: that many
+        values, named by ``metavars[name]``) and their text in ``make``'s
+        ``Args:`` as help; ``--no-progress`` hides the bar. A refusal of
+        ``make`` ends it with one line."""
         parser = argparse.ArgumentParser(
             description=doc,
             formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -245,13 +259,14 @@ class Generator:
         parser.add_argument('--no-progress', action='store_true',
                             help='no progress bar (none is shown either when '
                             'stdout is not a terminal)')
-        args = vars(parser.parse_args(argv))
+        args = vars(parser.parse_args())
         out = args.pop('out')
         show = not args.pop('no_progress') and sys.stdout.isatty()
         try:
-            return make(out, progress=show, **args), out
+            info = make(out, progress=show, **args)
         except (ValueError, OSError) as e:
             raise SystemExit(f'{self.tool}: error: {e}')
+        print(summary.format(out=out, **info))
 
 
 def _arg_docs(func: Callable) -> dict:

@@ -20,21 +20,18 @@ Example::
     python tools/dataset_converters/make_ade20k.py --out data/ade \\
         --num-train 200 --num-val 50 --size 256 --num-classes 4
 """
-import math
 import os.path as osp
 import sys
 from typing import List
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from generated import AT_LEAST_0, AT_LEAST_1, Generator  # noqa: E402
-from generated import save_image  # noqa: E402
+from generated import Generator, at_least, between, save  # noqa: E402
 from shapes import scenes  # noqa: E402
 
 SUBDIR = 'ADEChallengeData2016'
 # split directory -> (file name prefix, its argument)
 SPLITS = {'training': ('ADE_train', 'num_train'),
           'validation': ('ADE_val', 'num_val')}
-MAX_CLASSES = 150
 
 
 def _names(info: dict, split: str) -> List[str]:
@@ -51,10 +48,27 @@ def ade20k_files(info: dict) -> List[str]:
             for kind, ext in (('images', 'jpg'), ('annotations', 'png'))]
 
 
-GENERATOR = Generator('make_ade20k.py', ade20k_files, dict(
-    num_classes=(1, MAX_CLASSES, ''), num_train=AT_LEAST_1,
-    num_val=AT_LEAST_1, size=(32, math.inf, ' pixels'), seed=AT_LEAST_0))
-read_info = GENERATOR.read_info
+def _write(out_dir: str, args: dict, update) -> dict:
+    """Write each split's images and label maps."""
+    root = osp.join(out_dir, SUBDIR)
+    for split_id, split in enumerate(SPLITS):
+        names = _names(args, split)
+        # Segmentation scenes are busier than detection ones.
+        for name, scene in zip(names, scenes(
+                args['seed'], split_id, len(names), args['size'],
+                args['num_classes'], num_objects=(2, 8),
+                scale_range=(0.1, 0.45))):
+            save(osp.join(root, 'images', split, name + '.jpg'), scene.image)
+            # 0 = other / background, k + 1 = class k (ADE class ids)
+            save(osp.join(root, 'annotations', split, name + '.png'),
+                 scene.class_map)
+            update()
+    return dict(data_root=root)
+
+
+GENERATOR = Generator('make_ade20k.py', ade20k_files, _write, dict(
+    num_classes=between(1, 150), num_train=at_least(1), num_val=at_least(1),
+    size=at_least(32, ' pixels')))
 
 
 def make_ade20k(out_dir: str,
@@ -85,37 +99,12 @@ def make_ade20k(out_dir: str,
         dict: The arguments and the data root, as in
         ``out_dir/make_ade20k.json``.
     """
-    args = dict(num_train=num_train, num_val=num_val, size=size,
-                num_classes=num_classes, seed=seed)
-    root = osp.join(out_dir, SUBDIR)
-
-    def write(update):
-        for split_id, split in enumerate(SPLITS):
-            names = _names(args, split)
-            # Segmentation scenes are busier than detection ones.
-            for name, scene in zip(names, scenes(
-                    seed, split_id, len(names), size, num_classes,
-                    num_objects=(2, 8), scale_range=(0.1, 0.45))):
-                save_image(osp.join(root, 'images', split, name + '.jpg'),
-                           scene.image)
-                # 0 = other / background, k + 1 = class k (ADE class ids)
-                save_image(osp.join(root, 'annotations', split,
-                                    name + '.png'), scene.class_map)
-                update()
-        return dict(data_root=root)
-
-    return GENERATOR.write(out_dir, args, overwrite, progress,
-                           num_train + num_val, write)
-
-
-def main(argv=None):
-    info, _ = GENERATOR.main(make_ade20k, __doc__, argv=argv)
-    print(f'Wrote {info["num_train"]} training and {info["num_val"]} '
-          f'validation images of {info["num_classes"]} classes to '
-          f'{info["data_root"]}')
-    print('Configs must set num_classes and metainfo=dict(classes=...) '
-          'accordingly; see configs/pvt_peg/README.md')
+    return GENERATOR.make(**locals())  # the parameters, by name
 
 
 if __name__ == '__main__':
-    main()
+    GENERATOR.main(make_ade20k, __doc__, 'Wrote {num_train} training and '
+                   '{num_val} validation images of {num_classes} classes to '
+                   '{data_root}\nConfigs must set num_classes and metainfo='
+                   'dict(classes=...) accordingly; see configs/pvt_peg/'
+                   'README.md')

@@ -25,8 +25,7 @@ import sys
 from typing import List, Sequence
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from generated import (AT_LEAST_0, AT_LEAST_1, CANVAS_SCALE,  # noqa: E402
-                       TEST_SET, Generator, save_image, save_json)
+from generated import Generator, at_least, between, save  # noqa: E402
 from shapes import scenes  # noqa: E402
 
 SPLIT_IDS = {'train2017': 0, 'val2017': 1}
@@ -58,6 +57,11 @@ COCO_CATEGORIES = list(zip(_IDS, _NAMES.split(', '), [
     sup for sup, n in _SUPERCATEGORIES.items() for _ in range(n)]))
 
 
+INFO = dict(description='Synthetic shapes in the COCO 2017 layout (mmcpvt '
+            'tools/dataset_converters/make_coco.py)', url='', version='1.0',
+            year=2017, contributor='mmcpvt', date_created='2017-09-01')
+
+
 def coco_classes(num_classes: int) -> tuple:
     """The names of the first ``num_classes`` COCO categories: the
     ``metainfo=dict(classes=...)`` of a config training on the set."""
@@ -78,12 +82,62 @@ def coco_files(info: dict) -> List[str]:
         for i in ids]
 
 
-GENERATOR = Generator('make_coco.py', coco_files, dict(
-    num_classes=(1, len(COCO_CATEGORIES), ''), num_train=TEST_SET,
-    num_val=AT_LEAST_1, seed=AT_LEAST_0, canvas_scale=CANVAS_SCALE,
-    size=(MIN_SIZE, math.inf, " pixels: image sides go down to 0.75 x size, "
-          "and mmdet's COCO configs drop images under 32 px (filter_cfg "
-          "min_size=32)")))
+def _write(out_dir: str, args: dict, update) -> dict:
+    """Write the images and the annotations of each split; warn on stderr
+    where fewer objects found a place than ``objects_per_image`` asks."""
+    categories = COCO_CATEGORIES[:args['num_classes']]
+    (low, high), fewest = args['object_scale'], args['objects_per_image'][0]
+    canvas, num_objects = args['canvas_scale'], {}
+    for split, ids in _image_ids(args).items():
+        images, annotations = [], []
+        os.makedirs(osp.join(out_dir, split), exist_ok=True)  # if empty
+        # objects keep their pixel size on a canvas_scale x canvas
+        for image_id, scene in zip(ids, scenes(
+                args['seed'], SPLIT_IDS[split], len(ids), args['size'],
+                args['num_classes'], canvas,
+                num_objects=args['objects_per_image'],
+                scale_range=(low / canvas, high / canvas))):
+            height, width = scene.image.shape[:2]
+            file_name = f'{image_id:012d}.jpg'
+            save(osp.join(out_dir, split, file_name), scene.image)
+            update()
+            images.append(dict(
+                license=1, file_name=file_name, coco_url='', height=height,
+                width=width, date_captured='2017-01-01 00:00:00',
+                flickr_url='', id=image_id))
+            for box, label, poly, area in zip(
+                    scene.boxes, scene.labels, scene.polygons, scene.areas):
+                annotations.append(dict(
+                    id=len(annotations) + 1 + 10**7 * SPLIT_IDS[split],
+                    image_id=image_id, category_id=categories[label][0],
+                    bbox=[round(float(v), 2) for v in box],  # x, y, w, h
+                    area=float(area), iscrowd=0, segmentation=[[
+                        round(float(v), 2) for v in poly.ravel()]]))
+        num_objects[split] = len(annotations)
+        save(osp.join(out_dir, 'annotations', f'instances_{split}.json'),
+             dict(info=INFO, licenses=[dict(id=1, name='CC0 1.0', url='')],
+                  images=images, annotations=annotations, categories=[
+                      dict(supercategory=sup, id=cat_id, name=name)
+                      for cat_id, name, sup in categories]))
+        if len(annotations) < fewest * len(ids):
+            print(f'make_coco.py: warning: {split} has '
+                  f'{len(annotations) / len(ids):.1f} objects per image, '
+                  f'fewer than the --objects-per-image minimum {fewest}: '
+                  f'objects that find no free place are left out. Lower '
+                  f'--objects-per-image or --object-scale, or raise --size.',
+                  file=sys.stderr)
+    return dict(classes=coco_classes(args['num_classes']),
+                num_objects=num_objects)
+
+
+GENERATOR = Generator('make_coco.py', coco_files, _write, dict(
+    num_classes=between(1, len(COCO_CATEGORIES)),
+    num_train=at_least(0, ' (0: a test set)'), num_val=at_least(1),
+    size=at_least(MIN_SIZE, " pixels: image sides go down to 0.75 x size, "
+                  "and mmdet's COCO configs drop images under 32 px "
+                  "(filter_cfg min_size=32)"),
+    object_scale=(lambda s: 0 < s[0] <= s[1] <= 1, '0 < LOW <= HIGH <= 1'),
+    objects_per_image=(lambda n: 1 <= n[0] <= n[1], '1 <= MIN <= MAX')))
 read_info = GENERATOR.read_info
 
 
@@ -130,84 +184,14 @@ def make_coco(out_dir: str,
         dict: The arguments, class names and numbers of objects, as in
         ``out_dir/make_coco.json``.
     """
-    (low, high), (fewest, most) = object_scale, objects_per_image
-    args = dict(num_train=num_train, num_val=num_val, size=size,
-                num_classes=num_classes, seed=seed,
-                object_scale=[low, high], objects_per_image=[fewest, most],
-                canvas_scale=canvas_scale)
-    checks = [('object_scale', object_scale, 0 < low <= high <= 1,
-               '0 < LOW <= HIGH <= 1'),
-              ('objects_per_image', objects_per_image, 1 <= fewest <= most,
-               '1 <= MIN <= MAX')]
-    categories = COCO_CATEGORIES[:num_classes]
-
-    def write(update):
-        num_objects = {}
-        for split, ids in _image_ids(args).items():
-            images, annotations = [], []
-            os.makedirs(osp.join(out_dir, split), exist_ok=True)  # if empty
-            # objects keep their pixel size on a canvas_scale x canvas
-            for image_id, scene in zip(ids, scenes(
-                    seed, SPLIT_IDS[split], len(ids), size, num_classes,
-                    canvas_scale, num_objects=(fewest, most),
-                    scale_range=(low / canvas_scale, high / canvas_scale))):
-                height, width = scene.image.shape[:2]
-                file_name = f'{image_id:012d}.jpg'
-                save_image(osp.join(out_dir, split, file_name), scene.image)
-                update()
-                images.append(dict(
-                    license=1, file_name=file_name, coco_url='',
-                    height=height, width=width,
-                    date_captured='2017-01-01 00:00:00', flickr_url='',
-                    id=image_id))
-                for box, label, poly, area in zip(
-                        scene.boxes, scene.labels, scene.polygons,
-                        scene.areas):
-                    annotations.append(dict(
-                        id=len(annotations) + 1 + 10**7 * SPLIT_IDS[split],
-                        image_id=image_id, category_id=categories[label][0],
-                        bbox=[round(float(v), 2) for v in box],  # x, y, w, h
-                        area=float(area), iscrowd=0, segmentation=[[
-                            round(float(v), 2) for v in poly.ravel()]]))
-            num_objects[split] = len(annotations)
-            save_json(osp.join(out_dir, 'annotations',
-                               f'instances_{split}.json'), dict(
-                info=dict(description='Synthetic shapes in the COCO 2017 '
-                          'layout (mmcpvt tools/dataset_converters/'
-                          'make_coco.py)', url='', version='1.0', year=2017,
-                          contributor='mmcpvt', date_created='2017-09-01'),
-                licenses=[dict(id=1, name='CC0 1.0', url='')],
-                images=images, annotations=annotations,
-                categories=[dict(supercategory=sup, id=cat_id, name=name)
-                            for cat_id, name, sup in categories]))
-        return dict(classes=coco_classes(num_classes),
-                    num_objects=num_objects)
-
-    return GENERATOR.write(out_dir, args, overwrite, progress,
-                           num_train + num_val, write, checks)
-
-
-def main(argv=None):
-    info, out = GENERATOR.main(make_coco, __doc__, dict(
-        object_scale=('LOW', 'HIGH'), objects_per_image=('MIN', 'MAX')),
-        argv)
-    print(f'Wrote {info["num_train"]} train and {info["num_val"]} val images '
-          f'({info["num_objects"]["train2017"]} and '
-          f'{info["num_objects"]["val2017"]} objects) of '
-          f'{info["num_classes"]} classes {info["classes"]} to {out}')
-    fewest = info['objects_per_image'][0]
-    for split, n in (('train2017', info['num_train']),
-                     ('val2017', info['num_val'])):
-        if info['num_objects'][split] < fewest * n:
-            print(f'make_coco.py: warning: {split} has '
-                  f'{info["num_objects"][split] / n:.1f} objects per image, '
-                  f'fewer than the --objects-per-image minimum {fewest}: '
-                  f'objects that find no free place are left out. Lower '
-                  f'--objects-per-image or --object-scale, or raise --size.',
-                  file=sys.stderr)
-    print('Configs must set metainfo=dict(classes=...) and num_classes '
-          'accordingly; see configs/pvt_peg/README.md')
+    return GENERATOR.make(**locals())  # the parameters, by name
 
 
 if __name__ == '__main__':
-    main()
+    GENERATOR.main(make_coco, __doc__, (
+        'Wrote {num_train} train and {num_val} val images ({num_objects['
+        'train2017]} and {num_objects[val2017]} objects) of {num_classes} '
+        'classes {classes} to {out}\nConfigs must set metainfo=dict('
+        'classes=...) and num_classes accordingly; see configs/pvt_peg/'
+        'README.md'), dict(object_scale=('LOW', 'HIGH'),
+                           objects_per_image=('MIN', 'MAX')))

@@ -19,9 +19,6 @@ Example::
     python tools/dataset_converters/make_imagenet.py --out data/imagenet \\
         --num-classes 10 --train-per-class 100 --val-per-class 20 --size 64
 """
-import hashlib
-import math
-import os
 import os.path as osp
 import sys
 from typing import List, Tuple
@@ -29,8 +26,7 @@ from typing import List, Tuple
 import numpy as np
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from generated import (AT_LEAST_0, AT_LEAST_1, CANVAS_SCALE,  # noqa: E402
-                       TEST_SET, Generator, save_image)
+from generated import Generator, at_least, between, save  # noqa: E402
 from shapes import outline, paint, polygon_mask  # noqa: E402
 from shapes import render_background  # noqa: E402
 
@@ -68,18 +64,6 @@ def render_image(label: int, size: int, rng: np.random.Generator,
     return np.clip(img, 0, 255).astype(np.uint8), mask
 
 
-def generator_id() -> str:
-    """A digest of this generator's code (with ``shapes.py`` and
-    ``generated.py``): a data set made with another id may hold other
-    images for the same arguments."""
-    digest = hashlib.sha1()
-    for name in ('make_imagenet.py', 'shapes.py', 'generated.py'):
-        with open(osp.join(osp.dirname(osp.abspath(__file__)), name),
-                  'rb') as f:
-            digest.update(f.read())
-    return digest.hexdigest()[:12]
-
-
 def _image_rng(seed: int, split: str, label: int, index: int):
     return np.random.default_rng([seed, SPLIT_IDS[split], label, index])
 
@@ -107,14 +91,28 @@ def imagenet_files(info: dict) -> List[str]:
         f'{split}/{name}' for split, name, _, _ in _images(info)]
 
 
-GENERATOR = Generator('make_imagenet.py', imagenet_files, dict(
-    num_classes=(1, NUM_CLASSES, ''), train_per_class=TEST_SET,
-    val_per_class=AT_LEAST_1, size=(8, math.inf, ' pixels'), seed=AT_LEAST_0,
-    canvas_scale=CANVAS_SCALE))
-read_info = GENERATOR.read_info
+def _write(out_dir: str, args: dict, update) -> dict:
+    """Write the images, then the lists of each split."""
+    lines = {'train': [], 'val': []}
+    for split, name, label, i in _images(args):
+        rng = _image_rng(args['seed'], split, label, i)
+        save(osp.join(out_dir, split, name), render_image(
+            label, args['size'], rng, args['canvas_scale'])[0])
+        lines[split].append(f'{name} {label}\n')
+        update()
+    for split in lines:
+        save(osp.join(out_dir, 'meta', f'{split}.txt'), ''.join(lines[split]))
+    return dict(num_train=len(lines['train']), num_val=len(lines['val']))
 
 
-def make_imagenet(out: str,
+GENERATOR = Generator('make_imagenet.py', imagenet_files, _write, dict(
+    num_classes=between(1, NUM_CLASSES),
+    train_per_class=at_least(0, ' (0: a test set)'),
+    val_per_class=at_least(1), size=at_least(8, ' pixels')))
+read_info, generator_id = GENERATOR.read_info, GENERATOR.code_id
+
+
+def make_imagenet(out_dir: str,
                   num_classes: int = 10,
                   train_per_class: int = 100,
                   val_per_class: int = 20,
@@ -123,10 +121,10 @@ def make_imagenet(out: str,
                   overwrite: bool = False,
                   progress: bool = False,
                   canvas_scale: float = 1.0) -> dict:
-    """Write the data set to ``out`` and return its description.
+    """Write the data set to ``out_dir`` and return its description.
 
     Args:
-        out (str): The data root (``data_root`` of the config).
+        out_dir (str): The data root (``data_root`` of the config).
         num_classes (int): Number of classes, 1 to 1000. Defaults to 10.
         train_per_class (int): Training images per class; 0 makes a test
             set (an empty ``meta/train.txt``, no ``train/``). Defaults to
@@ -145,38 +143,13 @@ def make_imagenet(out: str,
 
     Returns:
         dict: The arguments, the wnids and the number of images, as in
-        ``out/make_imagenet.json``.
+        ``out_dir/make_imagenet.json``.
     """
-    args = dict(num_classes=num_classes, train_per_class=train_per_class,
-                val_per_class=val_per_class, size=size, seed=seed,
-                canvas_scale=canvas_scale, generator=generator_id(),
-                wnids=imagenet_wnids()[:num_classes])
-    def write(update):
-        lines = {'train': [], 'val': []}
-        for split, name, label, i in _images(args):
-            rng = _image_rng(seed, split, label, i)
-            save_image(osp.join(out, split, name),
-                       render_image(label, size, rng, canvas_scale)[0])
-            lines[split].append(f'{name} {label}\n')
-            update()
-        os.makedirs(osp.join(out, 'meta'), exist_ok=True)
-        for split in lines:
-            with open(osp.join(out, 'meta', f'{split}.txt'), 'w') as f:
-                f.write(''.join(lines[split]))
-        return dict(num_train=len(lines['train']), num_val=len(lines['val']))
-
-    return GENERATOR.write(out, args, overwrite, progress,
-                           num_classes * (train_per_class + val_per_class),
-                           write)
-
-
-def main(argv=None):
-    info, out = GENERATOR.main(make_imagenet, __doc__, argv=argv)
-    side = round(info['size'] * info['canvas_scale'])
-    print(f'Wrote {info["num_train"]} train and {info["num_val"]} val '
-          f'images of {info["num_classes"]} classes ({side}x{side}) to '
-          f'{out}')
+    return GENERATOR.make(**locals(),  # the parameters, by name
+                          wnids=imagenet_wnids()[:num_classes])
 
 
 if __name__ == '__main__':
-    main()
+    GENERATOR.main(make_imagenet, __doc__, (
+        'Wrote {num_train} train and {num_val} val images of {num_classes} '
+        'classes ({size} px, canvas {canvas_scale}x) to {out}'))

@@ -1,5 +1,5 @@
 """What the tools share: their start-up, the ``--cfg-options`` checks, the
-work dir and the runner of the config's library.
+paths they write and the runner of the config's library.
 
 Every tool begins with::
 
@@ -55,7 +55,8 @@ MMCPVT_HOOKS = dict(
 def add_mmcpvt_hooks(cfg: Config) -> None:
     """Atomic checkpoint saving and :data:`MMCPVT_HOOKS`, where ``cfg``
     does not set them (a user's own config)."""
-    hooks = cfg.setdefault('default_hooks', {})
+    cfg.setdefault('default_hooks', {})
+    hooks = cfg.default_hooks  # (Config.setdefault returns a copy)
     for name, hook in MMCPVT_HOOKS.items():
         hooks.setdefault(name, hook)
     checkpoint = hooks.get('checkpoint', None)
@@ -64,12 +65,22 @@ def add_mmcpvt_hooks(cfg: Config) -> None:
 
 
 @contextlib.contextmanager
-def refusing_unpicklable(prog: str, cfg: Config):
-    """A checkpoint that torch's weights-only unpickler refuses (by URL
-    above all: a local file is checked before the run) ends the tool with
-    a message, not a traceback."""
+def checkpoint_errors(prog: str, cfg: Config, given: Optional[str] = None,
+                      hint: str = ''):
+    """A checkpoint that the run cannot use ends the tool with a message,
+    not a traceback: a damaged one, one that torch's weights-only unpickler
+    refuses (by URL above all: a local file is checked before the run), and
+    one of another model (``given``: how the user gave the checkpoint;
+    ``hint``: what else to do)."""
+    from mmcpvt.utils.checkpoint import (CheckpointError,
+                                         CheckpointMismatchError)
     try:
         yield
+    except CheckpointError as e:
+        if given is None or not isinstance(e, CheckpointMismatchError):
+            raise SystemExit(f'{prog}: error: {e}') from None
+        raise SystemExit(f'{prog}: error: {given} does not fit the model of '
+                         f'{cfg.filename}: {e}{hint}') from None
     except pickle.UnpicklingError:
         raise SystemExit(
             f'{prog}: error: a checkpoint of this run (load_from='
@@ -88,6 +99,29 @@ def blocking_file(path: str) -> Optional[str]:
     while path and not osp.exists(path):
         path = osp.dirname(path)
     return path if path and not osp.isdir(path) else None
+
+
+def check_output(option: str, path: str, example: str,
+                 source: Optional[str] = None) -> None:
+    """Refuse, before any work, an output file ``path`` (the argument
+    ``option``; ``example``: a file name for it) that is a directory, lies
+    under a file, or is the input file ``source`` (also through a link).
+
+    Raises:
+        ValueError: naming ``option``, ``path`` and what it takes.
+    """
+    if source is not None and osp.exists(source) and osp.exists(path) \
+            and osp.samefile(source, path):
+        raise ValueError(
+            f'{option} {path} is the source {source} (the same file): '
+            f'writing it would overwrite the original; give another path')
+    if osp.isdir(path):
+        raise ValueError(f'{option} {path} is a directory; it takes the file '
+                         f'to write, e.g. {osp.join(path, example)}')
+    parent = blocking_file(osp.dirname(osp.abspath(path)))
+    if parent is not None:
+        raise ValueError(f'{option} {path}: {parent} is a file, not a '
+                         f'directory; it takes a file path in a directory')
 
 
 def require(parser: argparse.ArgumentParser, path: str, what: str) -> None:
@@ -190,19 +224,18 @@ def _check_key(cfg: Config, key: str, runner: List[str],
     """Why ``key`` (a dotted --cfg-options key) is refused, or None."""
     in_child = (f'set it in a config that inherits this one (_base_ = '
                 f'{config!r})')
-    parts = key.split('.')
-    if parts[0] not in cfg:
-        if parts[0] in runner:
+    first, *rest = key.split('.')
+    if first not in cfg:
+        if first in runner:
             return None
-        hint = _did_you_mean(parts[0], list(cfg.keys()) + runner) or (
+        hint = _did_you_mean(first, list(cfg.keys()) + runner) or (
             f' New top-level keys may be those the runner reads: '
             f'{", ".join(runner)}; to add another on purpose, {in_child}.')
-        return (f'the config has no top-level key {parts[0]!r}, and the '
+        return (f'the config has no top-level key {first!r}, and the '
                 f'runner does not read one of that name: it would be '
                 f'ignored.{hint}')
-    node = cfg[parts[0]]
-    for depth, part in enumerate(parts[1:], start=1):
-        where = '.'.join(parts[:depth])
+    node, where = cfg[first], first
+    for part in rest:
         if isinstance(node, (list, tuple)):
             if not part.isdigit():
                 return (f'{where} is a list; address an item by its index '
@@ -211,20 +244,19 @@ def _check_key(cfg: Config, key: str, runner: List[str],
                 return (f'{where} has {len(node)} items (0 to '
                         f'{len(node) - 1}), no item {part}.')
             node = node[int(part)]
-        elif isinstance(node, dict):
-            if part in node:
-                node = node[part]
-                continue
-            hint = _did_you_mean(part, node.keys(), _TYPO_CUTOFF)
-            if not hint:
-                return None  # a new argument of what the dict builds
-            return (f'{where} has no key {part!r}.{hint} '
-                    f'({where} has: {", ".join(map(str, node.keys()))}.) To '
-                    f'add {part!r} on purpose, {in_child}.')
-        else:
+        elif not isinstance(node, dict):
             return (f'{where} is {node!r} in the config, not a dict, so it '
                     f'has no key {part!r}. Set {where} itself, or, to make '
                     f'it a dict, {in_child}.')
+        elif part in node:
+            node = node[part]
+        else:  # not near a key beside it: a new argument of what it builds
+            hint = _did_you_mean(part, node.keys(), _TYPO_CUTOFF)
+            return hint and (
+                f'{where} has no key {part!r}.{hint} ({where} has: '
+                f'{", ".join(map(str, node.keys()))}.) To add {part!r} on '
+                f'purpose, {in_child}.')
+        where += f'.{part}'
     return None
 
 
@@ -238,19 +270,17 @@ def _warn_config_variables(cfg: Config, options: Dict) -> None:
         if name not in cfg or name in runner:
             continue
         old = _plain(cfg[name])
-        is_container = isinstance(old, (dict, list))
         # the runner settings that took the variable's value: a copy of it
         # (a pipeline), or a value under a key it names (data_root ->
         # dataset.data_root, dataset_type -> dataset.type)
         users = [
-            path for path, value in _nodes(cfg._cfg_dict)
+            f'{path}{key[len(name):]}' for path, value in _nodes(cfg._cfg_dict)
             if '.' in path and path.split('.')[0] in runner
             and _plain(value) == old and (
-                (is_container and len(old) > 0) or
+                (isinstance(old, (dict, list)) and len(old) > 0) or
                 name == path.split('.')[-1] or
                 name.endswith('_' + path.split('.')[-1]))
-        ]
-        users = [f'{path}{key[len(name):]}' for path in users[:6]]
+        ][:6]
         print_log(
             f'--cfg-options {key}: {name} is a variable of the config, not a '
             f'setting the runner reads: the settings that used it were '

@@ -15,6 +15,7 @@ import logging
 import os
 import subprocess
 
+import torch.distributed as torch_dist
 from mmengine.config import Config
 from mmengine.logging import print_log
 
@@ -73,21 +74,19 @@ def _set_launcher_env(launcher: str, port=None) -> None:
 
 
 def _cpu_model_wrapper(cfg: Config) -> None:
-    """``device_ids=None`` for a DistributedDataParallel wrapper: the runner
+    """``device_ids=None`` for a DistributedDataParallel wrapper (the
+    config's, or the one Runner.wrap_model builds without one): the runner
     would pass ``[LOCAL_RANK]``, a CUDA device."""
     import mmengine.model  # noqa: F401  (registers the wrappers)
     from mmengine.registry import MODEL_WRAPPERS
     from torch.nn.parallel import DistributedDataParallel
 
-    wrapper = cfg.get('model_wrapper_cfg', None)
-    if wrapper is None:
-        # what Runner.wrap_model builds without a model_wrapper_cfg
+    if cfg.get('model_wrapper_cfg', None) is None:
         cfg.model_wrapper_cfg = dict(
             type='MMDistributedDataParallel',
-            device_ids=None,
             broadcast_buffers=False,
             find_unused_parameters=cfg.get('find_unused_parameters', False))
-        return
+    wrapper = cfg.model_wrapper_cfg
     wrapper_type = wrapper.get('type', 'MMDistributedDataParallel')
     if isinstance(wrapper_type, str):
         wrapper_type = MODEL_WRAPPERS.get(wrapper_type)
@@ -100,8 +99,6 @@ def setup_cpu_dist(cfg: Config) -> None:
     """Start ``cfg.launcher``'s process group on CPUs (see the module
     docstring); nothing with an accelerator, with ``launcher='none'``, or
     when the process group exists already."""
-    import torch.distributed as torch_dist
-
     launcher = cfg.get('launcher', 'none')
     if launcher == 'none' or has_accelerator():
         return
@@ -117,7 +114,9 @@ def setup_cpu_dist(cfg: Config) -> None:
     if torch_dist.is_available() and torch_dist.is_initialized():
         return
 
-    dist_cfg = cfg.setdefault('env_cfg', dict()).setdefault('dist_cfg', {})
+    cfg.env_cfg = cfg.get('env_cfg', None) or {}
+    cfg.env_cfg.setdefault('dist_cfg', {})
+    dist_cfg = cfg.env_cfg.dist_cfg
     init_backend = dist_cfg.get('init_backend', 'torch')
     if init_backend != 'torch':
         raise ValueError(
@@ -137,15 +136,14 @@ def setup_cpu_dist(cfg: Config) -> None:
     _set_launcher_env(launcher, dist_cfg.get('port', None))
     torch_dist.init_process_group(**kwargs)  # env:// from the variables
     if torch_dist.get_rank() == 0:
-        if asked != dist_cfg['backend']:
-            print_log(
-                f'No GPU: env_cfg.dist_cfg.backend={asked!r} needs one, the '
-                f'processes use {dist_cfg["backend"]!r} on CPUs instead (set '
-                f"env_cfg.dist_cfg.backend='gloo' to say so in the config)",
-                logger='current',
-                level=logging.WARNING)
+        switched = asked != dist_cfg['backend']
         print_log(
             f'No GPU: {torch_dist.get_world_size()} CPU processes '
             f'({launcher} launcher, {dist_cfg["backend"]} backend), model '
-            'wrapped without device_ids',
-            logger='current')
+            'wrapped without device_ids' + (
+                f'; env_cfg.dist_cfg.backend={asked!r} needs one, the '
+                f'processes use {dist_cfg["backend"]!r} on CPUs instead (set '
+                "env_cfg.dist_cfg.backend='gloo' to say so in the config)"
+                if switched else ''),
+            logger='current',
+            level=logging.WARNING if switched else logging.INFO)

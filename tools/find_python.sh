@@ -5,33 +5,32 @@
 #   3. .venv/bin/python of this repository (`make install` creates it).
 # Checked with importlib.util.find_spec: nothing is imported, so it is fast.
 
+# fail STATUS MESSAGE...: exit STATUS with the script's name and MESSAGE.
+fail() {
+    echo "$(basename "$0"):" "${@:2}" >&2
+    exit "$1"
+}
+
 _has_torch() {
     "$1" -c 'import importlib.util, sys
 sys.exit(importlib.util.find_spec("torch") is None)' >/dev/null 2>&1
 }
 
+_VENV_PYTHON=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.venv/bin/python
 if [ -n "${PYTHON:-}" ]; then
-    if ! _has_torch "$PYTHON"; then
-        echo "$(basename "$0"): PYTHON=$PYTHON cannot import torch (or does" \
-            "not run); set PYTHON to the python of the environment with" \
-            "torch and mmengine, or unset it" >&2
-        exit 1
-    fi
+    _has_torch "$PYTHON" || fail 1 "PYTHON=$PYTHON cannot import torch (or" \
+        "does not run); set PYTHON to the python of the environment with" \
+        "torch and mmengine, or unset it"
+elif _has_torch python; then
+    PYTHON=python
+elif _has_torch "$_VENV_PYTHON"; then
+    PYTHON=$_VENV_PYTHON
 else
-    _REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-    _REPO_VENV_PYTHON=$_REPO_ROOT/.venv/bin/python
-    if _has_torch python; then
-        PYTHON=python
-    elif _has_torch "$_REPO_VENV_PYTHON"; then
-        PYTHON=$_REPO_VENV_PYTHON
-    else
-        echo "$(basename "$0"): no python with torch: \`python\` on PATH" \
-            "($(command -v python || echo 'none')) cannot import it, and" \
-            "$_REPO_VENV_PYTHON does not exist or cannot import it either;" \
-            "activate the environment (source .venv/bin/activate) or set" \
-            "PYTHON=/path/to/python" >&2
-        exit 1
-    fi
+    fail 1 "no python with torch: \`python\` on PATH" \
+        "($(command -v python || echo 'none')) cannot import it, and" \
+        "$_VENV_PYTHON does not exist or cannot import it either;" \
+        "activate the environment (source .venv/bin/activate) or set" \
+        "PYTHON=/path/to/python"
 fi
 TOOLS=$(dirname "$0")
 
@@ -44,11 +43,8 @@ usage() {
 # check_count NAME VALUE: exit 2 unless VALUE is a positive integer (a
 # number of processes, nodes or GPUs), naming NAME and the value.
 check_count() {
-    if ! [[ $2 =~ ^[1-9][0-9]*$ ]]; then
-        echo "$(basename "$0"): $1=$2: the number of processes must be a" \
-            "positive integer (1 or more), e.g. 1 for one process" >&2
-        exit 2
-    fi
+    [[ $2 =~ ^[1-9][0-9]*$ ]] || fail 2 "$1=$2: the number of processes" \
+        "must be a positive integer (1 or more), e.g. 1 for one process"
 }
 
 # torchrun_tool GPUS TOOL ARGS: tools/TOOL in GPUS processes on this node

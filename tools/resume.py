@@ -1,6 +1,5 @@
-"""What ``tools/train.py --resume`` does: pick the checkpoint (the newest
-intact one of the work dir, when no path is given) and refuse one of
-another model."""
+"""What ``tools/train.py --resume`` without a path does: pick the newest
+intact checkpoint of the work dir."""
 import logging
 import os
 import os.path as osp
@@ -9,9 +8,7 @@ import re
 from mmengine.config import Config
 from mmengine.logging import print_log
 
-from mmcpvt.engine import CheckpointFitHook
-from mmcpvt.utils.checkpoint import (CheckpointError, CheckpointMismatchError,
-                                     check_checkpoint)
+from mmcpvt.utils.checkpoint import CheckpointError, check_checkpoint
 
 
 def _warn(message: str) -> None:
@@ -81,24 +78,3 @@ def resume_latest(cfg: Config) -> None:
         f'{work_dir}. Damaged: {listing}. To train from scratch, delete or '
         f'move the damaged files and {record}; to resume from a copy kept '
         'elsewhere, pass it: --resume PATH')
-
-
-class ResumeFitHook(CheckpointFitHook):
-    """Refuse to resume from a checkpoint of another model: every tensor of
-    the model must be in it with its shape (mmengine would load what fits
-    and train on with the rest at random)."""
-
-    def __init__(self, filename: str, config: str):
-        super().__init__(min_fraction=1.0)
-        self.filename, self.config = filename, config
-
-    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
-        try:
-            super().after_load_checkpoint(runner, checkpoint)
-        except CheckpointMismatchError as e:
-            raise SystemExit(
-                f'train.py: error: --resume {self.filename}: it is not a '
-                f'checkpoint of the model of {self.config}: {e}\nResume with '
-                'the config it was trained with; to start this config from '
-                'the tensors that fit (fine-tuning), pass --cfg-options '
-                f'load_from={self.filename} instead of --resume') from None

@@ -21,12 +21,9 @@ import common  # noqa: E402
 common.setup()
 import mmengine  # noqa: E402
 from mmengine.config import Config  # noqa: E402
-from mmengine.evaluator import DumpResults  # noqa: E402
 
 from mmcpvt.engine import CheckpointFitHook  # noqa: E402
-from mmcpvt.utils.checkpoint import (CheckpointError,  # noqa: E402
-                                     CheckpointMismatchError,
-                                     check_checkpoint)
+from mmcpvt.utils.checkpoint import check_checkpoint  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -47,20 +44,15 @@ def parse_args(argv=None):
     return args
 
 
-def _scope(cfg: Config) -> str:
-    return cfg.get('default_scope', None) or 'mmengine'
-
-
 def enable_visualization(cfg: Config, show_dir: str) -> None:
     """Turn on the library's visualization hook, saving to ``show_dir``."""
-    hooks = cfg.get('default_hooks', {})
-    if 'visualization' not in hooks:
+    hook = cfg.get('default_hooks', {}).get('visualization')
+    if hook is None:
         raise SystemExit(
             'test.py: error: --show-dir needs a visualization hook in '
             'default_hooks (e.g. visualization=dict(type='
             '"VisualizationHook")), and the config has none')
-    hook = hooks.visualization
-    scope = _scope(cfg)
+    scope = cfg.get('default_scope', None)
     if scope == 'mmpretrain':
         # every image (the hook's default is one in 5000)
         hook.update(enable=True, out_dir=show_dir, interval=1)
@@ -80,52 +72,39 @@ def merge_args(cfg: Config, args) -> Config:
     cfg = common.apply_common_args(cfg, args)
     cfg.load_from = args.checkpoint
     # a user's own config on CUDA: NMS needs mmcv's CUDA ops, refused early
-    cfg.setdefault('default_hooks', {}).setdefault(
-        'cuda_ops', common.MMCPVT_HOOKS['cuda_ops'])
+    cfg.setdefault('default_hooks', {})
+    cfg.default_hooks.setdefault('cuda_ops', common.MMCPVT_HOOKS['cuda_ops'])
     if args.show_dir:
         enable_visualization(cfg, args.show_dir)
     if args.out and args.out_item == 'pred':
-        if _scope(cfg) == 'mmseg':
+        scope = cfg.get('default_scope', None)
+        if scope == 'mmseg':
             # mmseg's IoUMetric writes prediction maps into a directory.
             cfg.test_evaluator.update(output_dir=args.out, keep_results=True)
         elif not args.out.endswith(('.pkl', '.pickle')):
             raise SystemExit(
                 f'test.py: error: --out {args.out}: predictions are saved as '
                 'a pickle, use a .pkl file name (or --out-item metrics)')
+        else:  # a metric that saves them (mmdet's encodes masks as RLE)
+            evaluators = cfg.test_evaluator
+            cfg.test_evaluator = [
+                *(evaluators if isinstance(evaluators, list) else
+                  [evaluators]),
+                dict(type='DumpDetResults' if scope == 'mmdet' else
+                     'DumpResults', out_file_path=args.out)]
     return cfg
-
-
-def dump_predictions_metric(scope: str, out: str):
-    """The dummy metric that saves raw predictions to ``out`` (.pkl)."""
-    if scope == 'mmdet':
-        # Encodes masks as RLE; imported only for detection configs.
-        from mmdet.evaluation import DumpDetResults
-        return DumpDetResults(out_file_path=out)
-    return DumpResults(out_file_path=out)
 
 
 def main(argv=None):
     args = parse_args(argv)
-    if '://' not in args.checkpoint:
-        try:  # before the runner is built: a bad file fails at once
-            check_checkpoint(args.checkpoint, state_dict=True)
-        except CheckpointError as e:
-            raise SystemExit(f'test.py: error: {e}')
     cfg = merge_args(Config.fromfile(args.config), args)
-
-    runner = common.build_runner(cfg)
-    if args.out and args.out_item == 'pred' and _scope(cfg) != 'mmseg':
-        runner.test_evaluator.metrics.append(
-            dump_predictions_metric(_scope(cfg), args.out))
-    runner.register_hook(CheckpointFitHook(min_fraction=1.0))
-    try:
-        with common.refusing_unpicklable('test.py', cfg):
-            metrics = runner.test()
-    except CheckpointMismatchError as e:
-        raise SystemExit(f'test.py: error: {args.checkpoint} does not fit '
-                         f'the model of {args.config}: {e}')
-    except CheckpointError as e:
-        raise SystemExit(f'test.py: error: {e}')
+    with common.checkpoint_errors('test.py', cfg, args.checkpoint):
+        if '://' not in args.checkpoint:  # a bad file fails at once
+            check_checkpoint(args.checkpoint, state_dict=True)
+        runner = common.build_runner(cfg)
+        # every tensor of the model (weights left random measure nothing)
+        runner.register_hook(CheckpointFitHook(min_fraction=1.0))
+        metrics = runner.test()
 
     if args.out and args.out_item == 'metrics':
         mmengine.dump(metrics, args.out)

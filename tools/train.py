@@ -24,7 +24,9 @@ common.setup()
 from mmengine.config import Config  # noqa: E402
 
 from cpu_dist import has_accelerator  # noqa: E402
-from resume import ResumeFitHook, checkpoint_problem, resume_latest  # noqa
+from resume import checkpoint_problem, resume_latest  # noqa: E402
+
+from mmcpvt.engine import CheckpointFitHook  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -95,9 +97,14 @@ def main(argv=None):
         # "Reproducibility" notes); read when CUDA starts
         os.environ.setdefault('CUBLAS_WORKSPACE_CONFIG', ':4096:8')
     runner = common.build_runner(cfg)
-    if cfg.get('resume', False) and cfg.get('load_from'):
-        runner.register_hook(ResumeFitHook(cfg.load_from, args.config))
-    with common.refusing_unpicklable('train.py', cfg):
+    resume = cfg.get('load_from') if cfg.get('resume', False) else None
+    if resume:  # all of the model (mmengine would load what fits)
+        runner.register_hook(CheckpointFitHook(min_fraction=1.0))
+    with common.checkpoint_errors(
+            'train.py', cfg, resume and f'--resume {resume}',
+            f'\nResume with the config it was trained with; to start this '
+            f'config from the tensors that fit (fine-tuning), pass '
+            f'--cfg-options load_from={resume} instead of --resume'):
         runner.train()
 
 

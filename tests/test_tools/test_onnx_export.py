@@ -246,10 +246,10 @@ def test_output_file_is_checked_before_the_model_is_built(tmp_path,
         p2o.main([str(config), '--output-file', out])
     err = capsys.readouterr().err
     assert f'--output-file {out}' in err, err
-    assert {'directory': f'is a directory; it takes the .onnx file to write, '
+    assert {'directory': f'is a directory; it takes the file to write, '
                          f'e.g. {osp.join(out, "cpvt_tiny.onnx")}',
             'under a file': f'{tmp_path / "a_file"} is a file, not a '
-                            f'directory; give an .onnx file in a directory'
+                            f'directory; it takes a file path in a directory'
             }[case] in err, err
 
 

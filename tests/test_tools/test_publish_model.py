@@ -84,7 +84,7 @@ def test_out_file_equal_to_in_file_is_refused(tmp_path, monkeypatch, how):
     elif how == 'symlink':
         out = str(tmp_path / 'link.pth')
         os.symlink(src, out)
-    with pytest.raises(SystemExit, match='is IN_FILE'):
+    with pytest.raises(SystemExit, match='is the source'):
         publish_model.main([str(src), out])
     assert src.read_bytes() == before
     assert sorted(os.listdir(tmp_path)) == sorted(
@@ -99,7 +99,7 @@ def test_out_file_that_cannot_be_a_file_is_refused_before_reading(
     after loading and hashing), is refused before IN_FILE is read."""
     src = tmp_path / 'epoch_1.pth'
     torch.save({'state_dict': {'w': torch.zeros(2)}}, src)
-    monkeypatch.setattr(publish_model, 'safe_load',
+    monkeypatch.setattr(publish_model, 'load_checkpoint',
                         lambda *a, **k: pytest.fail('read'))
     out = {'directory': str(tmp_path / 'published'),
            'under a file': str(src / 'cpvt.pth')}[case]

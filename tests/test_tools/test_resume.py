@@ -353,22 +353,19 @@ def test_explicit_damaged_resume_is_named(how, tiny, uninterrupted,
     assert '--resume without a path' in message
 
 
-def test_resume_from_another_model_is_refused(train_tool):
-    """A checkpoint whose tensors do not all fit the model (another size or
-    number of classes) stops the run, where mmengine would load what fits
-    and train on with the rest at random."""
-    from types import SimpleNamespace
-    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 2))
-    hook = train_tool.ResumeFitHook('work/epoch_1.pth', 'cfg.py')
-    runner = SimpleNamespace(model=model)
-    hook.after_load_checkpoint(
-        runner, dict(state_dict=dict(model.state_dict())))  # fits
-    other = dict(model.state_dict(), **{'1.weight': torch.zeros(5, 8),
-                                        '1.bias': torch.zeros(5)})
-    with pytest.raises(SystemExit) as error:
-        hook.after_load_checkpoint(runner, dict(state_dict=other))
-    message = str(error.value)
-    assert message.startswith(
-        'train.py: error: --resume work/epoch_1.pth: it is not a checkpoint '
-        'of the model of cfg.py: only 2 of the 4 tensors')
-    assert 'load_from=work/epoch_1.pth instead of --resume' in message
+def test_resume_from_another_model_is_refused(tiny, uninterrupted,
+                                              tmp_path):
+    """A checkpoint whose tensors do not all fit the model (another number
+    of classes) stops the run, where mmengine would load what fits and
+    train on with the rest at random."""
+    _, config, _ = tiny
+    ckpt = osp.join(uninterrupted, 'epoch_1.pth')
+    proc = run_tool('tools/train.py', config, '--work-dir',
+                    str(tmp_path / 'work'), '--resume', ckpt,
+                    '--cfg-options', 'model.head.num_classes=3',
+                    'data_preprocessor.num_classes=3')
+    assert proc.returncode == 1, explain(proc)
+    assert 'Traceback' not in proc.stderr, explain(proc)
+    assert (f'train.py: error: --resume {ckpt} does not fit the model of '
+            f'{config}: only ') in proc.stderr, explain(proc)
+    assert f'load_from={ckpt} instead of --resume' in proc.stderr

@@ -133,8 +133,9 @@ def parse_args(argv=None):
         '--verify-shape', type=int, nargs=2, metavar=('H', 'W'),
         help='the second size of the check (default: --shape x 0.9 and x '
         '1.1, made odd: no patch, stride or window divides it)')
-    parser.add_argument('--atol', type=float, default=DEFAULT_ATOL,
-                        help='largest max |delta| accepted (default %(default)s)')
+    parser.add_argument(
+        '--atol', type=float, default=DEFAULT_ATOL,
+        help='largest max |delta| accepted (default %(default)s)')
     parser.add_argument('--cfg-options', nargs='+',
                         action=common.CfgOptionsAction,
                         help='override config settings, key=value')
@@ -153,19 +154,11 @@ def parse_args(argv=None):
     name = osp.splitext(osp.basename(args.config))[0]
     args.output_file = args.output_file or osp.join('work_dirs', name,
                                                     f'{name}.onnx')
-    check_output_file(parser, args.output_file, f'{name}.onnx')
+    try:  # a directory, or under a file: refused before anything is built
+        common.check_output('--output-file', args.output_file, f'{name}.onnx')
+    except ValueError as e:
+        parser.error(str(e))
     return parser, args
-
-
-def check_output_file(parser, path: str, example: str) -> None:
-    """Refuse an --output-file that is a directory or lies under a file."""
-    if osp.isdir(path):
-        parser.error(f'--output-file {path} is a directory; it takes the '
-                     f'.onnx file to write, e.g. {osp.join(path, example)}')
-    parent = common.blocking_file(osp.dirname(osp.abspath(path)))
-    if parent is not None:
-        parser.error(f'--output-file {path}: {parent} is a file, not a '
-                     f'directory; give an .onnx file in a directory')
 
 
 def build_model(config: str, checkpoint=None, cfg_options=None):

@@ -12,9 +12,8 @@ directory, not under a file), and written atomically (never half a file).
 import argparse
 import io
 import os.path as osp
-import zipfile
-
 import sys
+import zipfile
 
 import torch
 
@@ -73,26 +72,6 @@ def load_checkpoint(path: str) -> dict:
     return safe_load(path, map_location='cpu')
 
 
-def check_output(option: str, path: str, example: str) -> None:
-    """Refuse, before any work, an output ``path`` (the argument
-    ``option``) that is a directory or lies under a file."""
-    if osp.isdir(path):
-        raise ValueError(f'{option} {path} is a directory; it takes the file '
-                         f'to write, e.g. {osp.join(path, example)}')
-    parent = common.blocking_file(osp.dirname(osp.abspath(path)))
-    if parent is not None:
-        raise ValueError(f'{option} {path}: {parent} is a file, not a '
-                         f'directory; it takes a file path in a directory')
-
-
-def _same_file(src: str, dst: str) -> bool:
-    """Whether ``dst`` names ``src`` (also through a link or another
-    relative path)."""
-    if osp.realpath(src) == osp.realpath(dst):
-        return True
-    return osp.exists(dst) and osp.samefile(src, dst)  # hard links
-
-
 def convert_file(src: str, dst: str, family: str, progress=None,
                  **kwargs) -> str:
     """Convert the checkpoint file ``src`` of ``family`` into an mmcpvt
@@ -102,12 +81,7 @@ def convert_file(src: str, dst: str, family: str, progress=None,
     it for files of ``PROGRESS_MIN_BYTES`` or more.
     """
     stem = osp.splitext(osp.basename(src))[0]
-    if osp.isfile(src) and _same_file(src, dst):
-        raise ValueError(
-            f'the destination {dst} is the source {src} (the same file): '
-            f'converting would overwrite the original checkpoint. Write to '
-            f'another path, e.g. {osp.splitext(dst)[0]}_mmcpvt.pth')
-    check_output('dst', dst, f'{stem}_mmcpvt.pth')
+    common.check_output('dst', dst, f'{stem}_mmcpvt.pth', source=src)
     if progress is None:
         progress = osp.isfile(src) and osp.getsize(
             src) >= PROGRESS_MIN_BYTES

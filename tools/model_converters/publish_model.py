@@ -29,52 +29,34 @@ sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 import common  # noqa: E402
 
 common.setup()
-from mmcpvt.utils.checkpoint import (atomic_write, safe_load,  # noqa: E402
-                                     state_dict_of)
+from mmcpvt.utils.checkpoint import atomic_write, state_dict_of  # noqa: E402
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from convert_cli import check_output  # noqa: E402
+from convert_cli import load_checkpoint  # noqa: E402
 
 SAVE_KEYS = ('meta', 'state_dict')
-
-
-def _same_file(a: str, b: str) -> bool:
-    return osp.realpath(a) == osp.realpath(b) or (
-        osp.exists(a) and osp.exists(b) and osp.samefile(a, b))
 
 
 def publish(in_file: str, out_file: str, save_keys=SAVE_KEYS) -> str:
     """Write the published form of ``in_file`` next to ``out_file``, named
     ``<out_file without .pth>-<sha256[:8]>.pth``; returns that path."""
     stem = osp.splitext(osp.basename(in_file))[0]
-    if _same_file(in_file, out_file):
-        raise ValueError(
-            f'OUT_FILE {out_file} is IN_FILE {in_file} (the same file); give '
-            f'the published checkpoint a name of its own, e.g. '
-            f'checkpoints/{stem}.pth (written as checkpoints/'
-            f'{stem}-<sha256[:8]>.pth)')
-    check_output('OUT_FILE', out_file, f'{stem}.pth')
-    checkpoint = safe_load(in_file, map_location='cpu')
+    common.check_output('OUT_FILE', out_file, f'{stem}.pth', source=in_file)
+    checkpoint = load_checkpoint(in_file)
     state_dict = state_dict_of(checkpoint, in_file)
     if 'state_dict' not in checkpoint:  # a bare (converted) or official one
         checkpoint = dict(state_dict=state_dict)
     removed = [k for k in checkpoint if k not in save_keys]
-    for k in removed:
-        del checkpoint[k]
+    checkpoint = {k: v for k, v in checkpoint.items() if k in save_keys}
     if removed:
         print(f'removed: {", ".join(removed)} (kept: '
-              f'{", ".join(k for k in save_keys if k in checkpoint)}; '
-              f'--save-keys keeps others)')
+              f'{", ".join(checkpoint)}; --save-keys keeps others)')
 
     with io.BytesIO() as f:
         torch.save(checkpoint, f)
         data = f.getvalue()
-    sha = hashlib.sha256(data).hexdigest()
     stem = out_file[:-len('.pth')] if out_file.endswith('.pth') else out_file
-    final = f'{stem}-{sha[:8]}.pth'
-    if _same_file(in_file, final):
-        raise ValueError(f'{final} would replace IN_FILE {in_file}; give '
-                         f'another OUT_FILE')
+    final = f'{stem}-{hashlib.sha256(data).hexdigest()[:8]}.pth'
     atomic_write(data, final)  # never half a file under the final name
     return final
 
@@ -97,13 +79,10 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    if not osp.isfile(args.in_file):
-        raise SystemExit(f'error: IN_FILE not found: {args.in_file}')
     try:
-        final = publish(args.in_file, args.out_file, args.save_keys)
-    except ValueError as e:  # CheckpointError included
+        print(publish(args.in_file, args.out_file, args.save_keys))
+    except (FileNotFoundError, ValueError) as e:  # CheckpointError included
         raise SystemExit(f'error: {e}')
-    print(final)
 
 
 if __name__ == '__main__':

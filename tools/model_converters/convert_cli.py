@@ -51,10 +51,8 @@ def _not_a_checkpoint(path: str):
             return None
         return (f'a zip archive that is not a torch file (members: '
                 f'{", ".join(names[:3])}{" ..." if len(names) > 3 else ""})')
-    if head.startswith(b'PK\x03\x04'):  # a zip without its end: truncated
-        return None
-    if head.startswith(b'\x80'):  # a pickle: torch's legacy format
-        return None
+    if head.startswith((b'PK\x03\x04', b'\x80')):
+        return None  # a zip without its end (truncated), or a legacy pickle
     text = head.decode('utf-8', errors='replace')
     if all(c.isprintable() or c.isspace() for c in text):
         return f'text ({text!r} ...)'

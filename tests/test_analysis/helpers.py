@@ -1,12 +1,12 @@
-"""Tiny models for the analysis tests, and the tools' modules."""
-import importlib.util
+"""Tiny models for the analysis tests, and the tools' modules (the
+instruments are in tools/, which is no package)."""
+import importlib
 import os.path as osp
 import sys
 
 import torch
 
 import mmcpvt  # noqa: F401
-from mmcpvt.analysis.models import quiet_logs
 from mmcpvt.registry import MODELS
 
 TINY_ARCH = dict(embed_dims=32, num_layers=3, num_heads=2,
@@ -24,7 +24,7 @@ def build(type='CPVT', seed=0, **kwargs):
                       **kwargs)
     torch.manual_seed(seed)
     model = MODELS.build(dict(type=type, **kwargs))
-    with quiet_logs():
+    with tool_module('tools/models.py').quiet_logs():
         model.init_weights()
     return model.eval()
 
@@ -38,14 +38,14 @@ ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 
 def tool_module(path: str):
-    """A module of tools/ (path from the repository root) loaded by path,
-    its folder and tools/ on ``sys.path`` as when it runs."""
+    """A module of tools/ (path from the repository root), its folder and
+    tools/ on ``sys.path`` as when it runs, imported by its name: the same
+    module that the tools import (``from blocks import ...``)."""
     path = osp.join(ROOT, path)
     for folder in (osp.join(ROOT, 'tools'), osp.dirname(path)):
         if folder not in sys.path:
             sys.path.insert(0, folder)
-    name = '_tool_' + osp.splitext(osp.basename(path))[0]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = importlib.import_module(osp.splitext(osp.basename(path))[0])
+    assert osp.samefile(module.__file__, path), (
+        f'{path}: the name is taken by {module.__file__}')
     return module

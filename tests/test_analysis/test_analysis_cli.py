@@ -1,7 +1,6 @@
 """The three command lines, as a user runs them (one subprocess each, on a
 tiny CPVT config with random images), and their errors for bad input
 (in-process)."""
-import importlib.util
 import json
 import os.path as osp
 
@@ -9,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from mmcpvt.analysis import build_model
 from tests import utils
+from tests.test_analysis.helpers import tool_module
 from tests.utils import ROOT, explain
 
 TOOLS = {
@@ -40,18 +39,14 @@ def tiny_config(tmp_path_factory):
 
 @pytest.fixture(scope='module')
 def checkpoint(tiny_config, tmp_path_factory):
-    model, _, _ = build_model(tiny_config)
+    model, _, _ = tool_module('tools/models.py').build_model(tiny_config)
     path = tmp_path_factory.mktemp('ckpt') / 'tiny.pth'
     torch.save({'state_dict': model.state_dict(), 'meta': {}}, path)
     return str(path)
 
 
 def load_tool(name):
-    spec = importlib.util.spec_from_file_location(
-        f'_analysis_cli_{name}', osp.join(ROOT, TOOLS[name]))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return tool_module(TOOLS[name])
 
 
 def run(name, *args):

@@ -1,13 +1,14 @@
-"""The attention maps: softmax rows, the block's own q/k, every kind of
-block."""
+"""The attention maps of tools/visualization/vis_attention.py: softmax
+rows, the block's own q/k, every kind of block; and their figures."""
 import pytest
 import torch
 
-from mmcpvt.analysis import attention_maps, capture_attention
-from mmcpvt.analysis.attention import default_queries, mean_attention_distance
-from mmcpvt.analysis.features import block_module
 from tests.test_analysis.helpers import (PVT_ARCH, SWIN_ARCH, build, images,
                                          tool_module)
+
+vis = tool_module('tools/visualization/vis_attention.py')
+attention_maps, default_queries = vis.attention_maps, vis.default_queries
+block_module = tool_module('tools/analysis_tools/blocks.py').block_module
 
 
 def test_cpvt_matrix_rows_sum_to_one_and_match_q_k_by_hand():
@@ -34,7 +35,7 @@ def test_cpvt_matrix_rows_sum_to_one_and_match_q_k_by_hand():
     by_hand = ((q[1] @ k[1].T) * 16**-0.5).softmax(-1)
     assert torch.allclose(m, by_hand, atol=1e-5)
     # the model's outputs do not change while the weights are captured
-    with torch.no_grad(), capture_attention(attn) as store:
+    with torch.no_grad(), vis.capture_attention(attn) as store:
         out = model(x)[0]
     assert len(store) == 1 and torch.allclose(out, model(x)[0], atol=1e-6)
     assert 'attend' not in vars(attn)
@@ -89,12 +90,12 @@ def test_figures_and_attention_distance(tmp_path):
     local = torch.eye(65)[None, None] * .9 + .1 / 65
     local = maps.__class__(local / local.sum(-1, keepdim=True), 'global',
                            (8, 8), (8, 8), 1, 8)
-    assert mean_attention_distance(local) < 0.5 * mean_attention_distance(
-        uniform)
+    assert vis.mean_attention_distance(
+        local) < 0.5 * vis.mean_attention_distance(uniform)
     figures = tool_module('tools/visualization/attention_figures.py')
     figures.save_matrix_png(maps.matrix(), str(tmp_path / 'm.png'), 'title')
     rgb = torch.randint(0, 255, (64, 64, 3), dtype=torch.uint8).numpy()
     figures.save_query_overlay(maps, rgb, default_queries(maps) + [(7, 0)],
-                       str(tmp_path / 'q.png'))
+                               str(tmp_path / 'q.png'))
     assert (tmp_path / 'm.png').stat().st_size > 1000
     assert (tmp_path / 'q.png').stat().st_size > 1000

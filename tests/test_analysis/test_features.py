@@ -1,13 +1,18 @@
-"""block_features: which blocks, what shapes, and that they are what the
-backbones themselves return at out_indices."""
+"""tools/analysis_tools/blocks.py: which blocks, what shapes, and that
+they are what the backbones themselves return at out_indices; and
+tools/models.py, which builds and loads the models."""
 import pytest
 import torch
 
-from mmcpvt.analysis import (INPUT, block_features, build_model,
-                             get_backbone, list_blocks, load_weights,
-                             resolve_block)
 from mmcpvt.models.layers import nchw_to_nlc, nlc_to_nchw
-from tests.test_analysis.helpers import PVT_ARCH, SWIN_ARCH, build, images
+from tests.test_analysis.helpers import (PVT_ARCH, SWIN_ARCH, build, images,
+                                         tool_module)
+
+blocks = tool_module('tools/analysis_tools/blocks.py')
+INPUT, block_features = blocks.INPUT, blocks.block_features
+list_blocks, resolve_block = blocks.list_blocks, blocks.resolve_block
+models = tool_module('tools/models.py')
+build_model, get_backbone = models.build_model, models.get_backbone
 
 
 def test_cpvt_blocks_and_shapes():
@@ -170,24 +175,23 @@ def test_build_model_and_load_weights(tmp_path):
     # a bare backbone checkpoint goes into the backbone
     bare = tmp_path / 'bare.pth'
     torch.save(get_backbone(src).state_dict(), bare)
-    report = load_weights(dst, str(bare))
+    report = models.load_weights(dst, str(bare))
     assert report['target'] == 'backbone'
     assert report['loaded'] == report['total']
     # nothing fits: refused
     other = tmp_path / 'other.pth'
     torch.save({'state_dict': {'foo.weight': torch.zeros(1)}}, other)
     with pytest.raises(ValueError, match='none of the .* tensors'):
-        load_weights(dst, str(other))
+        models.load_weights(dst, str(other))
     # wrong shapes: refused
     small, _, _ = build_model(_config(tmp_path, patch_size=4))
     with pytest.raises(RuntimeError, match='does not fit'):
-        load_weights(small, str(whole))
+        models.load_weights(small, str(whole))
     with pytest.raises(FileNotFoundError, match='checkpoint file not found'):
-        load_weights(dst, str(tmp_path / 'missing.pth'))
+        models.load_weights(dst, str(tmp_path / 'missing.pth'))
 
 
 def test_random_images_have_the_backbones_input_channels():
-    from tests.test_analysis.helpers import tool_module
     cli = tool_module('tools/analysis_tools/analysis_cli.py')
     random_images = cli.random_images
     gray = build(in_channels=1)
@@ -201,8 +205,6 @@ def test_models_come_from_the_libraries_init_functions(tmp_path,
                                                        monkeypatch):
     import mmpretrain.apis
     from mmengine.config import Config
-
-    from mmcpvt.analysis import init_model
     calls = []
     real = mmpretrain.apis.init_model
 
@@ -215,4 +217,5 @@ def test_models_come_from_the_libraries_init_functions(tmp_path,
     assert calls == [None] and type(model).__name__ == 'ImageClassifier'
     with pytest.raises(ValueError, match="default_scope is 'mmengine'; "
                        'models are built for mmpretrain, mmdet, mmseg'):
-        init_model(Config(dict(model=TINY_CLS, default_scope='mmengine')))
+        models.init_model(
+            Config(dict(model=TINY_CLS, default_scope='mmengine')))

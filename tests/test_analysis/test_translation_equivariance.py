@@ -5,17 +5,18 @@ the border."""
 import pytest
 import torch
 
-from mmcpvt.analysis import INPUT, translation_equivariance
-from mmcpvt.analysis.translation_equivariance import (region_masks, shift,
-                                                      token_shift)
-from tests.test_analysis.helpers import PVT_ARCH, build, images
+from tests.test_analysis.helpers import PVT_ARCH, build, images, tool_module
+
+te = tool_module('tools/analysis_tools/translation_equivariance.py')
+region_masks, shift = te.region_masks, te.shift
+INPUT = tool_module('tools/analysis_tools/blocks.py').INPUT
 
 EXACT = 1e-5
 
 
 def errors(model, mode='circular', shifts=(1, 3), **kwargs):
-    results = translation_equivariance(model, images(3), shifts, mode,
-                                       **kwargs)
+    results = te.translation_equivariance(model, images(3), shifts, mode,
+                                          **kwargs)
     return {r['block']: r for r in results}
 
 
@@ -101,7 +102,7 @@ def test_shift_and_masks_by_hand():
 
 
 def test_hierarchical_shifts_that_are_no_whole_token_are_skipped():
-    assert token_shift(2, 4, 8) == 1 and token_shift(1, 4, 8) is None
+    assert te.token_shift(2, 4, 8) == 1 and te.token_shift(1, 4, 8) is None
     model = build('PVTPEG', arch=PVT_ARCH, peg_positions=((), (), (), ()),
                   drop_path_rate=0.)
     res = errors(model, shifts=(1, 8), blocks=[INPUT, 0, 1, 3, 4])

@@ -228,7 +228,7 @@ def test_quick_run_end_to_end(tmp_path):
     peg = results['runs'][1]
     acc = peg['accuracy']['1x']
     assert acc > 20, f'1x accuracy {acc:.1f} % after --quick; chance: 10 %'
-    from mmcpvt.analysis import build_model
+    from models import build_model  # tools/, on sys.path with dc
     work_dir = out / 'peg0' / 'seed0'
     model, _, report = build_model(str(work_dir / 'config.py'),
                                    str(work_dir / 'checkpoint.pth'))

@@ -3,8 +3,8 @@
 tools/visualization/vis_attention.py): their arguments, the model, the
 images and the blocks, and the checks of the paths they write.
 
-The tools import it after putting this directory on ``sys.path``; the
-method they run is in :mod:`mmcpvt.analysis`.
+The tools import it after putting this directory and tools/ (``common``,
+``models``) on ``sys.path`` and calling ``common.setup()``.
 """
 import argparse
 import copy
@@ -17,12 +17,11 @@ from typing import Callable, List, Optional
 import torch
 import torch.nn as nn
 
+from blocks import list_blocks, resolve_block
 from common import (CfgOptionsAction, blocking_file,  # tools/common.py
                     check_cfg_options, require)
 from mmengine.config import Config
-
-from mmcpvt.analysis import (build_model, get_backbone, list_blocks,
-                             resolve_block)
+from models import build_model, get_backbone  # tools/models.py
 
 
 def checked(cast: Callable, ok: Callable, rule: str) -> Callable:

@@ -22,8 +22,8 @@ import torch  # noqa: E402
 from mmengine.analysis import get_model_complexity_info  # noqa: E402
 from mmengine.config import Config  # noqa: E402
 from mmengine.logging import MMLogger  # noqa: E402
+from models import init_model  # noqa: E402  (tools/models.py)
 
-from mmcpvt.analysis import init_model  # noqa: E402
 from mmcpvt.models.layers import Attention  # noqa: E402
 
 

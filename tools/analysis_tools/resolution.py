@@ -187,8 +187,7 @@ def save_untrained(cfg, path: str, seed: int = 0) -> None:
     at ``path``. A backbone ``init_cfg`` of type ``Pretrained`` is loaded,
     as training would."""
     import torch
-
-    from mmcpvt.analysis import build_model
+    from models import build_model  # tools/models.py
     model, _, _ = build_model(cfg, seed=seed, pretrained=True)
     torch.save({'state_dict': model.state_dict(), 'meta': {}}, path)
 

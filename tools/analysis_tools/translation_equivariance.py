@@ -1,14 +1,29 @@
-"""How far each block is from translation equivariance: the input is
-shifted by whole patches and ||f(shift x) - shift f(x)|| / ||f(x)|| is
-measured at every block, for interior and border tokens separately.
+"""How far each block is from translation equivariance (paper, Sec. 3.2
+and Appendix A): the input is shifted by whole patches, and at every block
+the maps of the shifted input are compared with the shifted maps of the
+original, ``||f(shift(x)) - shift(f(x))|| / ||shift(f(x))||`` over the
+tokens of a region: interior and border tokens separately, and all.
 
-A model with no position encoding and no zero padding is exactly
-equivariant under circular shifts; a learned position table is not; a PEG's
-zero padding breaks it only at the border (and, under a circular shift, at
-the seam where the original edges meet, counted as border). Each shift s
-moves the image s patches down and s right; at a block whose tokens are r
-pixels, that is s * patch / r tokens, and shifts that are no whole number
-of tokens there are skipped for that block (said in the output).
+Self-attention, the FFN and a PEG (ignoring its padding) are equivariant:
+a model with no position encoding and no zero padding is exactly
+equivariant under circular shifts. An absolute position embedding (a
+learned table) is not, and a PEG's zero padding breaks equivariance only at
+the border of the map, where it tells tokens where they are (Appendix
+B.3). Each shift s moves the image s patches down and s right; at a block
+whose tokens are r pixels, that is s * patch / r tokens, and shifts that
+are no whole number of tokens there are skipped for that block (said in
+the output).
+
+Modes: 'circular' rolls the image; 'zero' shifts in zeros (the mean
+colour once normalised) and compares only the tokens whose content came
+from the image (the valid region).
+
+Border tokens are those within --border tokens of the edge of the map in
+the shifted or in the original frame (so that, under a circular shift, the
+seam where the original edges meet counts as border too); the others are
+interior. A map that a PEG without padding has shrunk no longer wraps
+around with the image: there, circular shifts compare only the tokens that
+did not wrap (as in 'zero' mode).
 
 Examples::
 
@@ -24,18 +39,148 @@ Examples::
 """
 import os.path as osp
 import sys
-from typing import List
+from typing import Dict, List, Optional, Sequence
 
-# tools/ (common.py) and this folder (analysis_cli.py)
+import torch
+import torch.nn as nn
+
+# tools/ (common.py, models.py) and this folder (analysis_cli.py, blocks.py)
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 import common  # noqa: E402
 
 common.setup()
 import analysis_cli as cli  # noqa: E402
-from mmcpvt.analysis import list_blocks  # noqa: E402
-from mmcpvt.analysis.translation_equivariance import (  # noqa: E402
-    MODES, translation_equivariance)
+from blocks import Progress, block_features, list_blocks  # noqa: E402
+
+MODES = ('circular', 'zero')
+REGIONS = ('all', 'interior', 'border')  # as region_masks returns them
+
+
+def shift(x: torch.Tensor, dy: int, dx: int, mode: str) -> torch.Tensor:
+    """``x`` (..., H, W) moved ``dy`` down and ``dx`` right: rolled
+    ('circular') or with zeros shifted in ('zero')."""
+    if mode not in MODES:
+        raise ValueError(f'unknown shift mode {mode!r}; allowed: '
+                         f'{", ".join(MODES)}')
+    out = torch.roll(x, shifts=(dy, dx), dims=(-2, -1))
+    if mode == 'zero':  # what wrapped around becomes zeros
+        out = out.masked_fill(
+            ~region_masks(x.shape[-2:], dy, dx, 'zero', 0)['all'], 0)
+    return out
+
+
+def region_masks(hw_shape: Sequence[int], dy: int, dx: int, mode: str,
+                 border: int = 1) -> Dict[str, torch.Tensor]:
+    """(H, W) boolean masks of the shifted frame: 'all' (the valid
+    tokens), 'interior' and 'border' (see the module docstring)."""
+
+    def axis(n, d):  # (valid, edge) of the tokens along one axis
+        i = torch.arange(n)
+        src = (i - d) % n if mode == 'circular' else i - d  # came from
+        edge = (i < border) | (i >= n - border) | (src < border) | (
+            src >= n - border)
+        return (src >= 0) & (src < n), edge
+
+    H, W = hw_shape
+    (valid_y, edge_y), (valid_x, edge_x) = axis(H, dy), axis(W, dx)
+    valid = valid_y[:, None] & valid_x[None, :]
+    edge = edge_y[:, None] | edge_x[None, :]
+    return dict(all=valid, interior=valid & ~edge, border=valid & edge)
+
+
+def token_shift(shift_patches: int, patch: int,
+                stride: int) -> Optional[int]:
+    """A shift of ``shift_patches`` input patches (``patch`` pixels each)
+    in tokens of a block at ``stride``; None if not a whole number."""
+    tokens, rest = divmod(shift_patches * patch, stride)
+    return None if rest else tokens
+
+
+def translation_equivariance(backbone: nn.Module,
+                             images: torch.Tensor,
+                             shifts: Sequence[int] = (1, 2, 3),
+                             mode: str = 'circular',
+                             border: int = 1,
+                             blocks: Optional[Sequence[int]] = None,
+                             batch_size: int = 16,
+                             progress: Progress = None) -> List[dict]:
+    """Relative equivariance error of every block (``blocks``,
+    ``batch_size`` and ``progress`` as in :func:`block_features`).
+
+    Each shift ``s`` is in patches of the first patch embedding (negative:
+    up/left), as above. H and W of ``images`` should be multiples of the
+    largest stride for circular shifts to be exact; ``border`` is in tokens.
+
+    Returns:
+        list[dict]: One dict per block, in order: ``block`` (global index),
+        ``name``, ``stride``, ``grid`` [H, W], ``interior`` / ``border`` /
+        ``all`` (mean over the evaluated shifts; None if none),
+        ``per_shift`` ``{s: {'tokens': t, 'interior': e, 'border': e,
+        'all': e, 'n_interior': k, 'n_border': k}}`` (``k``: tokens
+        compared, over all images), ``skipped`` (the shifts skipped) and
+        ``shrunk`` (a PEG has shrunk the map: only unwrapped tokens
+        compared). An error is None for an empty region.
+    """
+    infos = list_blocks(backbone)
+    patch = infos[0].stride  # pixels per token of the first stage
+    infos = [i for i in infos if blocks is None or i.index in blocks]
+    # block -> shift -> (region as in region_masks, 3): sums of squared
+    # differences and of squared references, tokens compared
+    sums: Dict[int, Dict[int, torch.Tensor]] = {i.index: {} for i in infos}
+    grids, shrunk = {}, {}
+    for start in range(0, len(images), batch_size):
+        batch = images[start:start + batch_size]
+        base = block_features(backbone, batch, blocks, len(batch))
+        for k, s in enumerate(shifts):
+            moved = block_features(
+                backbone, shift(batch, s * patch, s * patch, mode), blocks,
+                len(batch))
+            for info in infos:
+                t = token_shift(s, patch, info.stride)
+                if t is None:
+                    continue
+                f0 = base[info.index]
+                grid = grids[info.index] = tuple(f0.shape[-2:])
+                # a map that a PEG has cropped did not wrap with the image
+                full = tuple(-(-n // info.stride) for n in batch.shape[-2:])
+                shrunk[info.index] = grid != full
+                how = 'zero' if shrunk[info.index] else mode
+                ref = shift(f0, t, t, how)
+                diff2 = (moved[info.index] - ref).pow(2).sum(dim=(0, 1))
+                ref2 = ref.pow(2).sum(dim=(0, 1))
+                terms = torch.stack((diff2, ref2, torch.full_like(
+                    ref2, len(batch)))).double()  # (3, H, W)
+                masks = torch.stack(list(region_masks(
+                    grid, t, t, how, border).values())).double()
+                acc = sums[info.index]
+                acc[s] = acc.get(s, 0) + masks.flatten(1) @ terms.flatten(1).T
+            if progress is not None:
+                progress(start * (1 + len(shifts)) + len(batch) * (k + 2),
+                         len(images) * (1 + len(shifts)))
+    results = []
+    for info in infos:
+        per_shift = {}
+        for s, acc in sums[info.index].items():
+            errors = {
+                region: (d2 / r2)**.5 if n and r2 else None
+                for region, (d2, r2, n) in zip(REGIONS, acc.tolist())
+            }
+            per_shift[s] = dict(tokens=token_shift(s, patch, info.stride),
+                                **errors, n_interior=int(acc[1, 2]),
+                                n_border=int(acc[2, 2]))
+        mean = {}
+        for region in REGIONS:
+            values = [e[region] for e in per_shift.values()
+                      if e[region] is not None]
+            mean[region] = sum(values) / len(values) if values else None
+        results.append(
+            dict(block=info.index, name=info.name, stride=info.stride,
+                 grid=list(grids.get(info.index, ())), **mean,
+                 per_shift=per_shift,
+                 skipped=[s for s in shifts if s not in per_shift],
+                 shrunk=shrunk.get(info.index, False)))
+    return results
 
 
 def parse_args(argv=None):

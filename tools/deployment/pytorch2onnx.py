@@ -30,7 +30,8 @@ sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # tools
 import common  # noqa: E402
 
 common.setup()
-from mmcpvt.analysis.models import INIT_FUNCTIONS  # noqa: E402  (by scope)
+from models import INIT_FUNCTIONS  # noqa: E402  (tools/models.py; by scope)
+
 from mmcpvt.utils.checkpoint import weights_only_loads  # noqa: E402
 
 # 17: the first opset with LayerNormalization (one node per norm instead of

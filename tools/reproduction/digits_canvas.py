@@ -39,8 +39,7 @@ from digits_data import (DEFAULT_VARIANTS, INSTRUMENT_IMAGES,  # noqa: E402
                          upscale)
 from digits_report import markdown_tables, plot, summarise  # noqa: E402
 from mmengine.config import Config  # noqa: E402
-
-from mmcpvt.analysis import build_model as build_from_config  # noqa: E402
+from models import build_model as build_from_config  # noqa: E402
 
 
 def model_config(variant: dict, settings: Settings) -> Config:
@@ -73,7 +72,7 @@ def model_config(variant: dict, settings: Settings) -> Config:
 
 def build_model(cfg: Config) -> torch.nn.Module:
     """Build and initialise ``cfg.model`` with mmpretrain's ``init_model``
-    (:func:`mmcpvt.analysis.build_model`), drawing from torch's global
+    (:func:`models.build_model` of tools/), drawing from torch's global
     random state as seeded by the caller."""
     return build_from_config(cfg, seed=None)[0]
 
@@ -183,7 +182,7 @@ def train_and_test(name: str, seed: int, settings: Settings,
                    out_dir: str) -> dict:
     """One model: build, train, test and save it (``config.py`` and
     ``checkpoint.pth``, {'state_dict', 'meta'}, which mmpretrain's
-    ``init_model`` and :mod:`mmcpvt.analysis` load); returns its record
+    ``init_model`` and tools/models.py load); returns its record
     (with ``correct``: test set -> (N,) bool). Runs in a worker process
     with ``--jobs`` above 1, so it rebuilds its data (a second or so)."""
     data = load_split(settings)

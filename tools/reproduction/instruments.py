@@ -1,6 +1,8 @@
-"""The instruments of :mod:`mmcpvt.analysis` on the lowest-seed digit-canvas
-model of every variant (``digits_canvas.py --instruments``; what they
-measure: docs/reproduction.md, "Instruments on the trained models").
+"""The instruments of tools/analysis_tools/ (position probe, translation
+equivariance) and tools/visualization/vis_attention.py on the lowest-seed
+digit-canvas model of every variant (``digits_canvas.py --instruments``;
+what they measure: docs/reproduction.md, "Instruments on the trained
+models").
 """
 import os.path as osp
 import sys
@@ -9,17 +11,19 @@ from typing import List, Tuple
 import numpy as np
 import torch
 from digits_report import markdown_table
+from models import build_model, get_backbone  # tools/models.py
 
-from mmcpvt.analysis import (attention_maps, block_features, build_model,
-                             default_queries, get_backbone,
-                             mean_attention_distance, position_probe,
-                             translation_equivariance)
-
-# the figures of tools/visualization/vis_attention.py
-sys.path.insert(0, osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))),
-                            'visualization'))
+# the instruments' folders
+TOOLS = osp.dirname(osp.dirname(osp.abspath(__file__)))
+sys.path.insert(0, osp.join(TOOLS, 'analysis_tools'))
+sys.path.insert(0, osp.join(TOOLS, 'visualization'))
 from attention_figures import (save_matrix_png,  # noqa: E402
                                save_query_overlay)
+from blocks import block_features  # noqa: E402
+from position_probe import position_probe  # noqa: E402
+from translation_equivariance import translation_equivariance  # noqa: E402
+from vis_attention import (attention_maps, default_queries,  # noqa: E402
+                           mean_attention_distance)
 
 ATTENTION_BLOCK = 1  # the paper's Fig. 5 shows the second encoder
 REGIONS = ('interior', 'border', 'all')

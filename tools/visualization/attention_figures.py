@@ -3,16 +3,16 @@ matrix of one head, and the attention of a few query tokens over the image.
 
 Used by tools/visualization/vis_attention.py and
 tools/reproduction/instruments.py, which put this directory on
-``sys.path``; the maps come from :func:`mmcpvt.analysis.attention_maps`.
+``sys.path``; the maps come from :func:`vis_attention.attention_maps`.
 """
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from mmcpvt.analysis import AttentionMaps
-from mmcpvt.analysis.attention import Query
+if TYPE_CHECKING:  # vis_attention.py imports this module
+    from vis_attention import AttentionMaps, Query
 
 
 def normalise(x: torch.Tensor) -> np.ndarray:
@@ -44,8 +44,8 @@ def save_matrix_png(matrix: torch.Tensor, path: str, title: str = ''):
     fig.savefig(path)
 
 
-def save_query_overlay(maps: AttentionMaps, image_rgb: np.ndarray,
-                       queries: Sequence[Query], path: str, image: int = 0,
+def save_query_overlay(maps: 'AttentionMaps', image_rgb: np.ndarray,
+                       queries: Sequence['Query'], path: str, image: int = 0,
                        head: int = 0, title: str = ''):
     """The image with the queries marked, then for each query its
     attention over the key patches (min-max normalised, upsampled by

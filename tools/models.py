@@ -1,8 +1,10 @@
-"""Models from configs, for the analysis instruments and the tools: built
-by the library's own function that the config's ``default_scope`` names
-(``mmpretrain.apis.init_model``, ``mmdet.apis.init_detector`` or
-``mmseg.apis.init_model``), then initialised and loaded by
-:func:`build_model`.
+"""Models from configs, for the tools: built by the library's own function
+that the config's ``default_scope`` names (``mmpretrain.apis.init_model``,
+``mmdet.apis.init_detector`` or ``mmseg.apis.init_model``), then
+initialised and loaded by :func:`build_model`.
+
+Tools import it as they import ``common`` (this folder on ``sys.path``),
+after ``common.setup()``.
 """
 import copy
 import importlib

@@ -1,6 +1,8 @@
 """The blocks of a CPVT-, PVTPEG- or SwinPEG-like backbone and the token
 maps they hand on, recorded by hooks on modules that are all called as
 ``module(tokens, hw_shape, ...)``; the backbone runs its own ``forward``.
+What the instruments of this folder and tools/visualization/vis_attention.py
+look at.
 """
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union

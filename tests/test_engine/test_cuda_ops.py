@@ -5,8 +5,8 @@ runner refuses before the first iteration.
   (this machine has no GPU): the RetinaNet PVT-T+PEG entry config is
   refused with the op and the module that calls it; a classifier is not;
   an mmcv built with CUDA ops passes.
-- ``tools/analysis_tools/gpu_train_step.py`` (the GPU script) runs here
-  with ``--device cpu --quick``.
+- ``tools/analysis_tools/train_step.py`` (the GPU throughput table) runs
+  here with ``--device cpu --quick``.
 - ``tools/install/build_mmcv.sh --plan PY`` decides the build (cpu or
   cu<version>) from a stand-in Python that reports torch's CUDA and GPU and
   a stand-in ``nvcc``.
@@ -159,18 +159,20 @@ def test_old_cpu_cache_still_found(tmp_path):
     assert f'cache: {old}\n' in out, out
 
 
-def test_gpu_train_step_runs_on_the_cpu(tmp_path):
-    """Every row of the GPU script's table, on the CPU with a tiny batch;
+def test_train_step_table_runs_on_the_cpu(tmp_path):
+    """Every row of the GPU throughput table, on the CPU with a tiny batch;
     mmdet loads here, so PVTPEG-T is compared with mmdet's PVT-T."""
     out = tmp_path / 'table.md'
-    proc = run_tool('tools/analysis_tools/gpu_train_step.py', '--device',
-                    'cpu', '--quick', '--out', str(out), timeout=120)
+    proc = run_tool('tools/analysis_tools/train_step.py', '--device', 'cpu',
+                    '--quick', '--out', str(out), timeout=300)
     assert proc.returncode == 0, explain(proc)
     rows = [line.split(' | ') for line in out.read_text().splitlines()
             if line.startswith('| ') and not line.startswith('| model')]
     assert [r[0][2:] for r in rows] == [
-        'DeiT-Ti (timm)', 'CPVT-Ti', 'DeiT-S (timm)', 'CPVT-S',
-        'PVT-T (mmdet)', 'PVT-T (mmcpvt, no PEG)', 'PVTPEG-T'], explain(proc)
+        'deit_tiny_patch16_224@timm', 'cpvt-tiny',
+        'deit_small_patch16_224@timm', 'cpvt-small', 'pvt-tiny@mmdet',
+        'pvt-tiny-nopeg', 'pvt-tiny-peg'], explain(proc)
     for row in rows:
         assert float(row[2]) > 0 and float(row[3]) > 0, row
-    assert rows[-1][4] == 'PVT-T (mmdet)' and float(rows[-1][5]) > 0
+    assert rows[1][4] == 'deit_tiny_patch16_224@timm', rows[1]
+    assert rows[-1][4] == 'pvt-tiny@mmdet' and float(rows[-1][5]) > 0

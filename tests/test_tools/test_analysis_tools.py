@@ -1,8 +1,8 @@
-"""The analysis tools: get_flops, benchmark and train_step_check.
+"""The analysis tools: get_flops, benchmark and train_step --check.
 
 get_flops is checked against published figures (mmpretrain's DeiT numbers,
 the paper's PVT-S+PEG+GAP and Swin-T+PEG), in-process and as a user runs it;
-benchmark and train_step_check run as subprocesses on tiny settings;
+benchmark and train_step --check run as subprocesses on tiny settings;
 benchmark's pairing (same input, ABBA order of runs, block ratios) is
 checked in-process with stand-in measurements.
 """
@@ -271,14 +271,22 @@ def test_benchmark_compile_pairs_inductor_with_eager(benchmark):
         ('forward', 16, True), ('train', 16, True)]
 
 
-def test_benchmark_child_gets_its_settings(benchmark):
-    s = benchmark.Settings('cpvt-tiny', what='train', size=64, batch=2,
-                           threads=1, min_time=0.05)
+@pytest.fixture(scope='module')
+def measure():
+    """measure.py: the models, steps and child processes of benchmark,
+    cost_curve and train_step."""
+    import mmcpvt  # noqa: F401
+    return load_tool('measure')
+
+
+def test_measure_child_gets_its_settings(measure):
+    s = measure.Settings('cpvt-tiny', what='train', size=64, batch=2,
+                         threads=1, min_time=0.05)
     # the child parses what it got with the same dataclass and says what
     # it ran
-    out = benchmark.run_child(s)
-    assert benchmark.Settings(**out['settings']) == s
-    assert out['seconds'] > 0
+    out = measure.run_child(s)
+    assert measure.Settings(**out['settings']) == s
+    assert out['seconds'] > 0 and out['params'] > 1e6
 
 
 REALLOCATE = r'''
@@ -320,11 +328,11 @@ def test_glibc_retain_reuses_freed_memory():
     assert faults(dict(env, **retain)) < released / 4
 
 
-def test_every_benchmark_model_builds(benchmark):
+def test_every_measure_model_builds(measure):
     from mmdet.models.backbones import SwinTransformer
 
     from mmcpvt.models.layers import ConditionalPositionEncoding
-    built = {name: benchmark.build(name) for name in benchmark.MODELS}
+    built = {name: measure.build(name) for name in measure.MODELS}
     for name, model in built.items():
         assert n_params(model) > 1e6, name
 
@@ -333,29 +341,29 @@ def test_every_benchmark_model_builds(benchmark):
                 if isinstance(m, ConditionalPositionEncoding)]
 
     assert len(pegs('cpvt-tiny')) == 1
-    assert len(pegs('cpvt-tiny-p0-4')) == 5
-    assert not pegs('cpvt-tiny-nopeg')
+    assert len(pegs('cpvt-tiny-p0-4')) == len(pegs('cpvt-tiny-p0-4-gap')) == 5
+    assert not pegs('cpvt-tiny-nopeg') and not pegs('pvt-tiny-nopeg')
     # the RetinaNet pairs differ in their backbones only
     for ours, theirs in (('retinanet-pvt-tiny-peg',
                           'retinanet-pvt-tiny@mmdet'),
                          ('retinanet-swin-tiny-peg',
                           'retinanet-swin-tiny@mmdet')):
-        assert benchmark.is_detector(ours) and benchmark.is_detector(theirs)
+        assert measure.is_detector(ours) and measure.is_detector(theirs)
         assert pegs(ours) and not pegs(theirs)
         for part in ('neck', 'bbox_head'):
             assert (str(getattr(built[ours], part)) ==
                     str(getattr(built[theirs], part))), (ours, part)
     assert isinstance(built['retinanet-swin-tiny@mmdet'].backbone,
                       SwinTransformer)
-    assert not benchmark.is_detector('cpvt-tiny')
+    assert not measure.is_detector('cpvt-tiny')
 
 
-def test_benchmark_runners_share_input(benchmark):
+def test_measure_runners_share_input(measure):
     # building a model draws random numbers; the input must not depend on it
-    ours = benchmark.Runner(benchmark.Settings('cpvt-tiny', size=64, batch=2,
-                                               min_time=0.01))
-    theirs = benchmark.Runner(benchmark.Settings('deit-tiny@mmpretrain',
-                                                 size=64, batch=2))
+    ours = measure.Runner(measure.Settings('cpvt-tiny', size=64, batch=2,
+                                           min_time=0.01))
+    theirs = measure.Runner(measure.Settings('deit-tiny@mmpretrain', size=64,
+                                             batch=2))
     assert ours.data.shape == (2, 3, 64, 64)
     assert torch.equal(ours.data, theirs.data)
     assert ours.seconds() > 0  # torch.utils.benchmark's median
@@ -394,27 +402,28 @@ def test_benchmark_compare_runs_processes_abba(benchmark, monkeypatch):
 @pytest.mark.parametrize('n, lo, hi', [(5, 1, 5), (12, 3, 10), (20, 6, 15),
                                        (30, 10, 21)])
 def test_median_interval_is_the_binomial_order_statistic(benchmark, n, lo,
-                                                        hi):
+                                                         hi):
     # the standard distribution-free 95 % intervals of a median (e.g.
     # n = 12: 3rd to 10th value; n = 20: 6th to 15th)
     values = [float(v) for v in range(n, 0, -1)]  # any order
     assert benchmark.median_interval(values) == (lo, hi)
 
 
-# -------------------------------------------------------- train_step_check
+# ------------------------------------------------------ train_step --check
 def test_train_step_check_cpu():
-    out = run_tool('train_step_check', '--device', 'cpu', '--amp', 'bf16',
-                   '--size', '32', '--batch', '2', '--steps', '1', '--cases',
-                   'cpvt-tiny-gap', 'swin-tiny-peg-gap')
-    assert out.returncode == 0, out.stdout + out.stderr
+    out = run_tool('train_step', '--check', '--device', 'cpu', '--amp',
+                   'bf16', '--size', '32', '--batch', '2', '--steps', '1',
+                   '--cases', 'cpvt-tiny-p0-4-gap', 'swin-tiny-peg-gap')
+    assert out.returncode == 0, explain(out)
     lines = out.stdout.splitlines()
     assert lines[-1] == '0 failed', out.stdout
     ok = [line for line in lines if line.startswith('[ok]')]
     # two cases, each fp32, fp32 + with_cp and bf16
     assert len(ok) == 6, out.stdout
-    assert sum('cpvt-tiny-gap' in line for line in ok) == 3
+    assert sum('cpvt-tiny-p0-4-gap' in line for line in ok) == 3
     assert sum('swin-tiny-peg-gap' in line for line in ok) == 3
     assert sum('bf16' in line for line in ok) == 2
+    assert sum('+with_cp' in line for line in ok) == 2
     # fp32 without checkpointing also compares no-grad and autograd outputs
     same = [line for line in ok if 'no-grad forward = autograd forward' in
             line]
@@ -422,15 +431,15 @@ def test_train_step_check_cpu():
                                   for line in same), out.stdout
 
 
-def test_train_step_check_cases_selects_nothing():
-    out = run_tool('train_step_check', '--device', 'cpu', '--cases',
+def test_train_step_check_unknown_case():
+    out = run_tool('train_step', '--check', '--device', 'cpu', '--cases',
                    'no-such-case')
     assert out.returncode == 2
     assert 'no-such-case' in out.stderr and 'cpvt-tiny' in out.stderr
 
 
 def test_benchmark_progress_line_per_abba_block(benchmark, monkeypatch,
-                                                 capsys):
+                                                capsys):
     # two pairs (forward, train) of two ABBA blocks; every run takes 15 s
     # on a stand-in clock
     monkeypatch.setitem(benchmark.MODELS, 'small', dict(type='Identity'))

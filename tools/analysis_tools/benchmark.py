@@ -7,6 +7,7 @@ processes of a pair run in ABBA order (ours, theirs, theirs, ours, ...);
 the printed ratio (ours / theirs throughput, > 1: ours faster) is the median
 of the blocks' ratios, with a distribution-free 95 % interval in brackets.
 stdout has the results only; a progress line per block goes to stderr.
+The models, the steps and the child processes are measure.py's.
 
     python tools/analysis_tools/benchmark.py                  # the targets
     python tools/analysis_tools/benchmark.py --pairs cpvt-tiny:deit-tiny@mmpretrain --train
@@ -14,99 +15,26 @@ stdout has the results only; a progress line per block goes to stderr.
     python tools/analysis_tools/benchmark.py --memory pvt-small-peg-gap --with-cp
 """
 import argparse
-import importlib
 import json
 import math
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
 import torch
-import torch.nn as nn
-from torch.utils import benchmark
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+from measure import (MODELS, Settings, header, is_detector,  # noqa: E402
+                     positive, run_child)
+
 TARGETS = os.path.join(HERE, 'benchmark_targets.yml')
 TARGET_KEYS = {'ours', 'theirs', 'what', 'size', 'ratio'}
 COMPILED = ('cpvt-tiny', 'pvt-tiny-peg', 'swin-tiny-peg')  # --compile
 DETECTOR_BATCH = 2  # the images per GPU of the RetinaNet configs
-SWIN_T = dict(embed_dims=96, depths=[2, 2, 6, 2], num_heads=[3, 6, 12, 24],
-              window_size=7)
-RETINANET_SWIN = 'configs/swin_peg/retinanet_swin-t-peg_fpn_1x_coco.py'
-# ours: a module config of mmcpvt's registry; theirs (name@library): one of
-# the library's registry or timm's model name; detectors: (config file, None
-# or a backbone to replace the config's)
-MODELS = {
-    'cpvt-tiny': dict(type='CPVT', arch='tiny'),
-    'cpvt-tiny-nopeg': dict(type='CPVT', arch='tiny', peg_positions=()),
-    'cpvt-tiny-p0-4': dict(type='CPVT', arch='tiny',
-                           peg_positions=(0, 1, 2, 3, 4)),
-    'pvt-tiny-peg': dict(type='PVTPEG', arch='tiny'),
-    'pvt-small-peg-gap': dict(type='PVTPEG', arch='small',
-                              out_type='avg_featmap'),
-    'swin-tiny-peg': dict(type='SwinPEG', arch='tiny'),
-    'retinanet-pvt-tiny-peg': ('configs/retinanet_pvt_tiny_peg_1x_coco.py',
-                               None),
-    'retinanet-swin-tiny-peg': (RETINANET_SWIN, None),
-    'deit-tiny@mmpretrain': dict(type='VisionTransformer', arch='deit-tiny',
-                                 out_type='cls_token'),
-    'deit_tiny_patch16_224@timm': 'deit_tiny_patch16_224',
-    'pvt-tiny@mmdet': dict(type='PyramidVisionTransformer',
-                           num_layers=[2, 2, 2, 2]),
-    'swin-tiny@mmdet': dict(type='SwinTransformer', **SWIN_T),
-    'retinanet-pvt-tiny@mmdet': (
-        'configs/pvt_peg/retinanet_pvt-t_fpn_1x_coco.py', None),
-    # mmdet's configs/swin/retinanet_swin-t-p4-w7_fpn_1x_coco.py: the same
-    # head and neck as ours (stages 1-3), mmdet's Swin-T
-    'retinanet-swin-tiny@mmdet': (RETINANET_SWIN, dict(
-        type='SwinTransformer', drop_path_rate=0.2, out_indices=(1, 2, 3),
-        **SWIN_T)),
-}
-
-
-def is_detector(name):
-    return isinstance(MODELS[name], tuple)
-
-
-def build(name: str) -> nn.Module:
-    """An untrained model of MODELS, initialised as a runner does."""
-    from mmengine.config import Config, ConfigDict
-    from mmengine.registry import init_default_scope
-    cfg, scope = MODELS[name], name.partition('@')[2] or 'mmcpvt'
-    if scope == 'timm':  # a ViT: resize its position table to any input
-        import timm
-        return timm.create_model(cfg, pretrained=False, num_classes=0,
-                                 dynamic_img_size=True)
-    if is_detector(name):
-        config = Config.fromfile(os.path.join(ROOT, cfg[0]))
-        config.model.backbone = ConfigDict(cfg[1] or config.model.backbone,
-                                           init_cfg=None)
-        scope, cfg = config.default_scope, config.model
-    init_default_scope(scope)
-    model = importlib.import_module(f'{scope}.registry').MODELS.build(cfg)
-    model.init_weights()
-    return model
-
-
-@dataclass
-class Settings:
-    """One measurement of one model: what a child process is given, as
-    JSON on its stdin."""
-    model: str
-    task: str = 'time'  # 'time' or 'memory' (the peak of a training step)
-    what: str = 'forward'  # 'forward' (no grad, eval mode) or 'train'
-    size: int = 224
-    batch: int = 16
-    threads: int = 1
-    compile: bool = False  # torch.compile (inductor)
-    with_cp: bool = False  # gradient checkpointing where the model has it
-    min_time: float = 3.  # seconds of timed calls (blocked_autorange)
 
 
 @dataclass
@@ -132,88 +60,6 @@ def load_targets(path: str = TARGETS) -> list[dict]:
     import yaml
     with open(path) as f:
         return yaml.safe_load(f)
-
-
-class Runner:
-    """One model's forward or training step (``settings.what``) on a fixed
-    input."""
-
-    def __init__(self, settings: Settings):
-        s = self.s = settings
-        torch.manual_seed(0)
-        self.model = build(s.model)
-        self.model.train(s.what == 'train')  # mmpretrain's returns None
-        if s.with_cp and hasattr(self.model, 'with_cp'):
-            self.model.with_cp = True
-        self.detector = is_detector(s.model)
-        if self.detector:  # mmdet's own test batch: images and 4 boxes each
-            from mmdet.testing import demo_mm_inputs
-            self.data = demo_mm_inputs(s.batch, (3, s.size, s.size),
-                                       num_items=[4] * s.batch,
-                                       num_classes=80)
-        else:  # its own generator: the same input whatever the model drew
-            self.data = torch.randn(s.batch, 3, s.size, s.size,
-                                    generator=torch.Generator().manual_seed(0))
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-5)
-        self.fwd = torch.compile(self.model) if s.compile else self.model
-
-    def step(self):
-        train = self.s.what == 'train'
-        with torch.set_grad_enabled(train):
-            if self.detector:  # the data preprocessor, then the model
-                data = self.model.data_preprocessor(self.data, train)
-                out = self.model(**data, mode='loss' if train else 'tensor')
-            else:
-                out = self.fwd(self.data)
-        if not train:
-            return
-        loss = (self.model.parse_losses(out)[0] if self.detector else
-                sum(o.float().mean() for o in (
-                    out if isinstance(out, tuple) else (out, ))))
-        self.opt.zero_grad(set_to_none=True)
-        loss.backward()
-        self.opt.step()
-
-    def seconds(self) -> float:
-        """Median seconds per step by blocked_autorange, which warms up
-        with a step of its own after the one here (which compiles)."""
-        self.step()
-        timer = benchmark.Timer('runner.step()', globals=dict(runner=self),
-                                num_threads=self.s.threads)
-        return timer.blocked_autorange(min_run_time=self.s.min_time).median
-
-    def peak_mib(self) -> float:
-        """Peak memory of one step beyond what the step before it left: the
-        growth of the peak resident set over the second step."""
-        self.step()  # optimizer state and allocator pools exist from here
-        with open('/proc/self/statm') as f:
-            base = int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
-        self.step()
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        return max(peak - base, 0) / 2**20
-
-
-def child_main():
-    """A child process: Settings as JSON on stdin; one JSON line on stdout
-    with the settings it ran and its figure."""
-    s = Settings(**json.loads(sys.stdin.read()))
-    torch.set_num_threads(s.threads)
-    import mmcpvt  # noqa: F401  (registers our models)
-    runner = Runner(s)
-    figure = (dict(peak_mib=runner.peak_mib()) if s.task == 'memory' else
-              dict(seconds=runner.seconds()))
-    print(json.dumps(dict(settings=asdict(s), **figure)), flush=True)
-
-
-def run_child(s: Settings) -> dict:
-    """Run ``s`` in a fresh Python process."""
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__),
-                           '--child'], input=json.dumps(asdict(s)),
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f'the process measuring {s.model} failed (exit '
-                           f'{proc.returncode}):\n{proc.stderr[-3000:]}')
-    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def median_interval(values, level=0.95):
@@ -317,25 +163,20 @@ def parse_args(argv=None):
     add('--memory', nargs='*', metavar='MODEL', choices=MODELS, help='peak '
         'memory of a training step of each MODEL (default: '
         'pvt-small-peg-gap)')
-    add('--sizes', type=int, nargs='+',
+    add('--sizes', type=positive(int), nargs='+',
         help="input sizes (default: each target's, or 224; --memory: 512)")
-    add('--batch', type=int, default=16,
+    add('--batch', type=positive(int), default=16,
         help=f'batch of backbones (detectors: {DETECTOR_BATCH})')
-    add('--threads', type=int, default=torch.get_num_threads())
+    add('--threads', type=positive(int), default=torch.get_num_threads())
     add('--with-cp', action='store_true', help='gradient checkpointing')
     add('--train', action='store_true', help='also the training steps')
-    add('--runs', type=int, default=12, help='processes of each model, '
-        'rounded up to whole ABBA blocks; 12 give 6 blocks, the fewest for '
-        'a 95 %% interval')
-    add('--min-time', type=float, default=3., help='seconds of timed calls '
-        'in a process (blocked_autorange; default: %(default)s)')
+    add('--runs', type=positive(int), default=12, help='processes of each '
+        'model, rounded up to whole ABBA blocks; 12 give 6 blocks, the '
+        'fewest for a 95 %% interval')
+    add('--min-time', type=positive(float), default=3., help='seconds of '
+        'timed calls in a process (blocked_autorange; default: %(default)s)')
     add('--json', help='also write the results here')
     args = parser.parse_args(argv)
-    for arg, value in [('sizes', min(args.sizes or [1])), ('runs', args.runs),
-                       ('batch', args.batch), ('threads', args.threads),
-                       ('min-time', args.min_time)]:
-        if value <= 0:
-            parser.error(f'argument --{arg}: {value} given, > 0 is allowed')
     args.runs += args.runs % 2
     if not (args.pairs or args.compile is not None
             or args.memory is not None):
@@ -351,13 +192,11 @@ def parse_args(argv=None):
 
 
 def main():
-    if sys.argv[1:] == ['--child']:
-        return child_main()
     args = parse_args()
     try:
         results = memory(args) if args.memory is not None else speed(args)
     except RuntimeError as e:
-        sys.exit(f'benchmark: {e}')
+        sys.exit(f'benchmark: a measuring process {e}')
     if args.json:
         with open(args.json, 'w') as f:
             json.dump(results, f, indent=1)
@@ -376,7 +215,7 @@ def memory(args) -> list[dict]:
 
 
 def speed(args) -> list[dict]:
-    print(f'torch {torch.__version__}, cpu, {args.threads} threads, fp32'
+    print(f'{header("cpu", args.threads)}; fp32'
           f'{", with_cp" if args.with_cp else ""}; each model alone in its '
           f'own process, {args.runs} of each, timed for >= '
           f'{args.min_time:g} s after warming up', flush=True)

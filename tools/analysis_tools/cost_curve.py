@@ -1,29 +1,27 @@
 """How forward time and peak memory grow with the input side, ours beside
 the implementations users run instead; the method is in docs/benchmarks.md.
 
-A fresh process measures one model (built as benchmark.py builds it) at one
-side, batch 1, eval mode, under torch.inference_mode; ``--repeats``
-processes measure each point. A curve's exponent is the least-squares slope
-of log(cost) against log(tokens), tokens = (side / 16) ** 2 for every model.
+A fresh process measures one model at one side (measure.py's Runner and
+run_child, as benchmark.py measures): batch 1, eval mode, no grad;
+``--repeats`` processes measure each point. A curve's exponent is the
+least-squares slope of log(cost) against log(tokens), tokens = (side / 16)
+** 2 for every model.
 
     python tools/analysis_tools/cost_curve.py --json cost.json --plot docs/cost_curve.svg
 """
 import argparse
-import ctypes
 import json
 import math
 import os
-import platform
-import re
 import statistics
-import subprocess
 import sys
 import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchmark import MODELS, build, is_detector  # noqa: E402
+from measure import (MODELS, Settings, header, is_detector,  # noqa: E402
+                     markdown, positive, run_child)
 
 # CPVT-Ti, PVTPEG-T, SwinPEG-T, each followed by what users run instead
 DEFAULT_MODELS = ['cpvt-tiny', 'deit_tiny_patch16_224@timm', 'pvt-tiny-peg',
@@ -40,71 +38,6 @@ def fit_exponent(xs, ys):
             sum((x - mx) ** 2 for x, _ in pts))
 
 
-def peak_mib(model, x) -> float:
-    """Memory of one forward beyond what was held before it. CUDA: the
-    allocator's peak; CPU: the peak resident set (VmHWM, reset through
-    /proc/self/clear_refs) over the resident set once glibc has returned
-    the warm-up forward's freed heap (malloc_trim), which would hide it."""
-    if x.is_cuda:
-        base = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        model(x)
-        return (torch.cuda.max_memory_allocated() - base) / 2**20
-    ctypes.CDLL('libc.so.6').malloc_trim(0)
-    with open('/proc/self/clear_refs', 'w') as f:
-        f.write('5')  # VmHWM := VmRSS
-    base = status_kib('VmRSS')
-    model(x)
-    return (status_kib('VmHWM') - base) / 1024
-
-
-def status_kib(key: str) -> int:
-    with open('/proc/self/status') as f:
-        return int(re.search(rf'^{key}:\s+(\d+)', f.read(), re.M)[1])
-
-
-def child_main():
-    """A child process: its point as JSON on stdin, one JSON line out: the
-    median ms of timed forwards (>= 3, >= min_time s) and the peak MiB; a
-    warm-up forward over max_seconds is the only one (MiB: null)."""
-    p = json.loads(sys.stdin.read())
-    torch.set_num_threads(p['threads'])
-    import mmcpvt  # noqa: F401  (registers our models)
-    torch.manual_seed(0)
-    model = build(p['model']).to(p['device'])
-    model.eval()  # (mmdet's Swin returns None)
-    x = torch.randn(1, 3, p['side'], p['side'], device=p['device'])
-
-    def seconds():
-        start = time.perf_counter()
-        model(x)
-        if x.is_cuda:
-            torch.cuda.synchronize()
-        return time.perf_counter() - start
-
-    with torch.inference_mode():
-        times, mib = [seconds()], None
-        if times[0] <= p['max_seconds']:
-            mib, times = peak_mib(model, x), []
-            while len(times) < 3 or sum(times) < p['min_time']:
-                times.append(seconds())
-    print(json.dumps(dict(ms=1e3 * statistics.median(times), mib=mib)))
-
-
-def measure(point: dict, timeout: float) -> dict:
-    """One point in a fresh process: ms and mib, or a note why none."""
-    try:
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__),
-                               '--child'], input=json.dumps(point),
-                              capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return dict(note=f'timeout: no result within {timeout:g} s')
-    if proc.returncode != 0:
-        tail = (proc.stderr.strip().splitlines() or ['(no output)'])[-1]
-        return dict(note=f'failed (exit {proc.returncode}): {tail[:200]}')
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 def run(args) -> list[dict]:
     """Every (model, side) point, ``args.repeats`` processes each, repeat
     by repeat so that a drift of the machine touches every point alike."""
@@ -115,21 +48,27 @@ def run(args) -> list[dict]:
         for (model, side), p in points.items():
             if p['note']:
                 continue
-            out = measure(dict(model=model, side=side, threads=args.threads,
-                               device=args.device, min_time=args.min_time,
-                               max_seconds=args.max_seconds), args.timeout)
+            try:
+                out = run_child(Settings(
+                    model, 'time+memory', size=side, batch=1,
+                    threads=args.threads, device=args.device,
+                    min_time=args.min_time, max_seconds=args.max_seconds),
+                    args.timeout)
+            except RuntimeError as e:
+                out = dict(note=str(e).partition('\n')[0])
+            out.pop('settings', None)
             print(f'[{r + 1}/{args.repeats}] {model} {side}px: {out}',
                   file=sys.stderr, flush=True)
-            if out.get('mib', 0) is None:  # too slow: this side and above
-                out['note'] = (f'skipped: {out["ms"] / 1e3:.1f} s a forward '
+            if out.get('peak_mib', 0) is None:  # too slow: it and above
+                out['note'] = (f'skipped: {out["seconds"]:.1f} s a forward '
                                f'at {side}px > --max-seconds')
                 for s in args.sizes[args.sizes.index(side):]:
                     points[model, s]['note'] = out['note']
             if 'note' in out:
                 p['note'] = out['note']
             else:
-                p['ms'].append(out['ms'])
-                p['mib'].append(out['mib'])
+                p['ms'].append(1e3 * out['seconds'])
+                p['mib'].append(out['peak_mib'])
     for p in points.values():
         for key in ('ms', 'mib'):
             p[f'{key}_median'] = (None if p['note'] or not p[key] else
@@ -155,9 +94,7 @@ def exponents(points: list[dict]) -> dict:
 def table(result: dict, key: str, title: str) -> str:
     """Markdown, model x side: median (min-max over processes), exponents."""
     fits = ['time', 'time_last_two'] if key == 'ms' else ['memory']
-    head = [title, *(f'{s}px' for s in result['sides']),
-            *(f'exponent ({f.replace("_", " ")})' for f in fits)]
-    lines = ['| ' + ' | '.join(head) + ' |', '|---' * len(head) + '|']
+    rows = []
     for model, fit in result['exponents'].items():
         cells = [model]
         for p in (p for p in result['points'] if p['model'] == model):
@@ -166,9 +103,11 @@ def table(result: dict, key: str, title: str) -> str:
                 cell = f'{statistics.median(vs):.1f}' + (
                     f' ({min(vs):.1f}-{max(vs):.1f})' if len(vs) > 1 else '')
             cells.append(cell)
-        cells += ['n/a' if fit[f] is None else f'{fit[f]:.2f}' for f in fits]
-        lines.append('| ' + ' | '.join(cells) + ' |')
-    return '\n'.join(lines)
+        rows.append(cells + ['n/a' if fit[f] is None else f'{fit[f]:.2f}'
+                             for f in fits])
+    return '\n'.join(markdown(
+        [title, *(f'{s}px' for s in result['sides']),
+         *(f'exponent ({f.replace("_", " ")})' for f in fits)], rows))
 
 
 def plot(result: dict, path: str):
@@ -204,43 +143,38 @@ def parse_args(argv=None):
     add = parser.add_argument
     add('--models', nargs='+', default=DEFAULT_MODELS, metavar='MODEL',
         choices=[m for m in MODELS if not is_detector(m)],
-        help="benchmark.py's names (default: %(default)s)")
-    add('--sizes', type=int, nargs='+', default=[224, 384, 512, 768, 1024],
+        help="measure.py's names (default: %(default)s)")
+    add('--sizes', type=positive(int), nargs='+',
+        default=[224, 384, 512, 768, 1024],
         help='input sides, px (default: %(default)s)')
-    add('--repeats', type=int, default=3, help='processes a point')
-    add('--threads', type=int, default=torch.get_num_threads())
+    add('--repeats', type=positive(int), default=3, help='processes a point')
+    add('--threads', type=positive(int), default=torch.get_num_threads())
     add('--device', default='cpu', choices=['cpu', 'cuda'])
     add('--min-time', type=float, default=1., help='seconds of timed '
-        'forwards a process, at least 3 (default: %(default)s)')
+        'forwards a process (blocked_autorange; default: %(default)s)')
     add('--max-seconds', type=float, default=30., help='a slower forward '
         "ends the model's curve: larger sides are skipped (default: 30)")
-    add('--timeout', type=float, default=600., help='seconds a process may '
-        'take before its point is noted as a timeout (default: 600)')
+    add('--timeout', type=positive(float), default=600., help='seconds a '
+        'process may take before its point is noted as a timeout (default: '
+        '600)')
     add('--json', help='write the results here')
     add('--plot', help='draw the curves here (.svg or .png)')
     args = parser.parse_args(argv)
-    for arg, value in [('sizes', min(args.sizes)), ('repeats', args.repeats),
-                       ('threads', args.threads), ('timeout', args.timeout)]:
-        if value <= 0:
-            parser.error(f'argument --{arg}: {value} given, > 0 is allowed')
     args.sizes = sorted(set(args.sizes))
     return args
 
 
 def main():
-    if sys.argv[1:] == ['--child']:
-        return child_main()
     args = parse_args()
     points = run(args)
     result = dict(
         date=time.strftime('%Y-%m-%d'), torch=torch.__version__,
-        machine=f'{platform.machine()}, {os.cpu_count()} cores',
-        device=args.device, threads=args.threads, batch=1,
-        repeats=args.repeats, sides=args.sizes, tokens='(side / 16) ** 2',
-        points=points, exponents=exponents(points))
-    print(f'torch {result["torch"]}, {result["machine"]}, {args.device}, '
-          f'{args.threads} threads, batch 1, {args.repeats} processes a point;'
-          f' exponent: slope of log(cost) against log((side / 16) ** 2)\n')
+        machine=header(args.device, args.threads), device=args.device,
+        threads=args.threads, batch=1, repeats=args.repeats,
+        sides=args.sizes, tokens='(side / 16) ** 2', points=points,
+        exponents=exponents(points))
+    print(f'{result["machine"]}; batch 1, {args.repeats} processes a point;'
+          ' exponent: slope of log(cost) against log((side / 16) ** 2)\n')
     print(table(result, 'ms', 'forward, ms') + '\n')
     print(table(result, 'mib', 'peak memory, MiB'))
     for p in (p for p in points if p['note']):

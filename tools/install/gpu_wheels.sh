@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The wheels that tools/analysis_tools/gpu_train_step.py needs on a machine
+# The wheels that tools/analysis_tools/train_step.py needs on a machine
 # with torch and timm but no OpenMMLab package and no network (the lent GPU
 # machines): mmengine, mmcv 2.1.0 without ops (mmcv-lite: pure Python, built
 # here from the sdist with MMCV_WITH_OPS=0 in seconds), mmcpvt itself, and the

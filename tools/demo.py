@@ -26,6 +26,8 @@ warnings.filterwarnings('ignore', 'pkg_resources is deprecated')
 sys.path.insert(0, osp.join(REPO, 'tools', 'dataset_converters'))
 import make_coco  # noqa: E402
 import make_imagenet  # noqa: E402
+from paired_bootstrap import (Accuracy, bootstrap, cell,  # noqa: E402
+                              interval, plot)
 
 RESAMPLES, SEED = 1000, 0  # of the bootstrap
 
@@ -78,34 +80,12 @@ class CocoScore:
         return float(np.mean(precision)) if precision else -1.0
 
 
-class Top1:
-    """Top-1 (%) of ``DumpResults``' predictions, weighted as CocoScore."""
-
-    def __init__(self, preds_file: str):
-        with open(preds_file, 'rb') as f:
-            preds = sorted(pickle.load(f), key=lambda s: s['sample_idx'])
-        self.correct = np.array([int(s['pred_label'][0]) ==
-                                 int(s['gt_label'][0]) for s in preds], float)
-        self.num_images = len(self.correct)
-
-    def __call__(self, w: np.ndarray) -> float:
-        return float(100 * (w @ self.correct) / w.sum())
-
-
-def bootstrap(scores: Dict[str, Dict[str, Callable]], images: Dict[str, str],
-              resamples: int = RESAMPLES, seed: int = SEED) -> dict:
-    """``{model: {test: [score(all images once), score(resample 1), ...]}}``
-    with the same resamples for all models and for the tests whose
-    ``images`` (an id of their image set) are the same: paired."""
-    sizes = {images[test]: score.num_images for tests in scores.values()
-             for test, score in tests.items()}
-    rng = np.random.default_rng(seed)
-    weights = {key: np.vstack([np.ones(n), rng.multinomial(
-        n, np.full(n, 1 / n), size=resamples)])
-        for key, n in sorted(sizes.items())}
-    return {model: {test: np.array([score(w) for w in weights[images[test]]])
-                    for test, score in tests.items()}
-            for model, tests in scores.items()}
+def top1(preds_file: str) -> Accuracy:
+    """The :class:`Accuracy` of ``DumpResults``' predictions."""
+    with open(preds_file, 'rb') as f:
+        preds = sorted(pickle.load(f), key=lambda s: s['sample_idx'])
+    return Accuracy([int(s['pred_label'][0]) == int(s['gt_label'][0])
+                     for s in preds])
 
 
 # canvas (its side) and scale (the test size): relative to the training ones
@@ -124,11 +104,11 @@ TASKS: Dict[str, Task] = {
         models=(('PEG', 'configs/demo/retinanet_pvt-t-peg_demo_coco.py'),
                 ('learned PE',
                  'configs/demo/retinanet_pvt-t-learned-pe_demo_coco.py')),
-        make_data=make_coco.make_coco, read_data=make_coco.read_info,
+        make_data=make_coco.make_coco, generator=make_coco.GENERATOR,
         # objects of 0.16-0.5 of the side: at 192 px, what the anchors cover
         data=dict(num_train=160, num_val=120, seed=0,
                   object_scale=[0.16, 0.5], objects_per_image=[1, 5]),
-        quick_data=dict(num_train=60, num_val=16), generator_id=None,
+        quick_data=dict(num_train=60, num_val=16),
         # c^2 times the objects per image: as dense as in training
         canvas_data=lambda spec, c: dict(
             spec, num_train=0, canvas_scale=c, objects_per_image=[
@@ -153,8 +133,8 @@ TASKS: Dict[str, Task] = {
         models=(('PEG', 'configs/demo/cpvt-tiny-gap_demo_imagenet.py'),
                 ('learned PE',
                  'configs/demo/cpvt-tiny-learned-pe_demo_imagenet.py')),
-        make_data=make_imagenet.make_imagenet, read_data=make_imagenet
-        .read_info, generator_id=make_imagenet.generator_id,
+        make_data=make_imagenet.make_imagenet,
+        generator=make_imagenet.GENERATOR,
         data=dict(train_per_class=100, val_per_class=50, seed=0),
         quick_data=dict(train_per_class=20, val_per_class=6),
         canvas_data=lambda spec, c: dict(spec, train_per_class=0,
@@ -166,7 +146,7 @@ TASKS: Dict[str, Task] = {
         keep=lambda cfg, out: setattr(cfg, 'test_evaluator', [
             cfg.test_evaluator, dict(type='DumpResults', out_file_path=osp
                                      .join(out, 'preds.pkl'))]),
-        score=lambda out, root: Top1(osp.join(out, 'preds.pkl')),
+        score=lambda out, root: top1(osp.join(out, 'preds.pkl')),
         test_sets=(TRAIN_SIZE, SCALED[1.5], SCALED[2.0], CANVAS[1.5],
                    CANVAS[2.0]),
         metric='top-1 %', fmt='{:.1f}', comparable=5.0),
@@ -184,9 +164,10 @@ def load_config(config: str, options=()):
 
 
 def ensure_data(task: Task, path: str, spec: dict) -> dict:
-    """The set at ``path``, made unless made there with the same ``spec``."""
-    info, wanted = task.read_data(path), dict(spec, **(dict(
-        generator=task.generator_id()) if task.generator_id else {}))
+    """The set at ``path``, made unless made there with the same ``spec``
+    by the same generator code."""
+    info = task.generator.read_info(path)
+    wanted = dict(spec, generator=task.generator.code_id())
     if info is None or any(info.get(k) != v for k, v in wanted.items()):
         info = task.make_data(path, overwrite=info is not None, **spec)
     print(f'[demo] data: {path}, {info["num_train"]} train / '
@@ -256,39 +237,13 @@ def report(task: Task, stats: dict, sizes: dict) -> tuple:
         for m in () if label in (UNTRAINED.label, TRAIN_SIZE.label) else v:
             v[m]['kept %'] = 100 * stats[m][label] / stats[m][TRAIN_SIZE.label]
         v['difference'] = {k: v[a][k] - v[b][k] for k in v[a]}
-        figures[label] = fig = {m: {k: [float(x[0])] + np.nanpercentile(
-            x[1:], [2.5, 97.5]).tolist() for k, x in f.items()}
-            for m, f in v.items()}
+        figures[label] = fig = {m: {k: interval(x) for k, x in f.items()}
+                                for m, f in v.items()}
         rows.append([label, f'{size} px'] + [cell(
             fig[m].get(k), task.fmt if k == task.metric else '{:.1f}',
             m == 'difference') for k in (task.metric, 'kept %')
             for m in (a, b, 'difference')])
     return rows, figures
-
-
-def cell(x: Optional[list], fmt: str, difference: bool) -> str:
-    """``value [low, high]``; a difference signed, ``*`` if it excludes 0."""
-    f = fmt.replace('{:', '{:+') if difference else fmt
-    mark = '*' if difference and x and x[1] * x[2] > 0 else ''
-    return x and f'{f.format(x[0])}{mark} [{f.format(x[1])}, ' \
-        f'{f.format(x[2])}]' or ''
-
-
-def plot(task: Task, figures: dict, out_png: str, title: str):
-    """Score and "kept" per test set, a line per model, interval bars."""
-    from matplotlib.figure import Figure
-    fig = Figure(figsize=(11, 4.4))
-    labels = [s.label for s in task.test_sets]
-    for ax, key in zip(fig.subplots(1, 2), (task.metric, 'kept %')):
-        for n, (name, _) in enumerate(task.models):
-            xs = [i for i, lb in enumerate(labels) if key in figures[lb][name]]
-            v = np.array([figures[labels[i]][name][key] for i in xs]).T
-            ax.errorbar(np.array(xs) + 0.05 * n, v[0], [v[0] - v[1],
-                        v[2] - v[0]], marker='o', capsize=3, label=name)
-        ax.set(xticks=range(len(labels)), xticklabels=labels, ylabel=key)
-        ax.legend()
-    fig.suptitle(title, fontsize=8, wrap=True)
-    fig.savefig(out_png, bbox_inches='tight')
 
 
 def run(task_name: str, quick: bool, data_root: Optional[str],
@@ -349,7 +304,7 @@ def run(task_name: str, quick: bool, data_root: Optional[str],
         return 1
     stats = bootstrap({name: {label: task.score(osp.join(
         d, 'test', label.replace(' ', '_')), images[label]) for label in sizes}
-        for name, d in dirs.items()}, images)
+        for name, d in dirs.items()}, images, RESAMPLES, SEED)
     rows, figures = report(task, stats, sizes)
     minutes = (time.time() - t0) / 60
     title = (f'{task.title}: {task.metric}, no fine-tuning, on '
@@ -367,7 +322,14 @@ def run(task_name: str, quick: bool, data_root: Optional[str],
               'better-trained model with a less-trained one')
     with open(osp.join(work_dir, 'comparison.md'), 'w') as f:
         f.write(f'{title}\n\n{table}\n')
-    plot(task, figures, osp.join(work_dir, 'comparison.png'), title)
+    panels = []
+    for key in (task.metric, 'kept %'):  # no "kept" at the training size
+        tests = [s.label for s in task.test_sets
+                 if key in figures[s.label]['difference']]
+        panels.append((key, 100 if key == 'kept %' else None, tests, {
+            name: (n, [figures[t][name][key] for t in tests])
+            for n, (name, _) in enumerate(task.models)}))
+    plot(panels, [osp.join(work_dir, 'comparison.png')], title)
     with open(osp.join(work_dir, 'results.json'), 'w') as f:
         json.dump(dict(task=task_name, models=dict(task.models), sizes=sizes,
                        images=images, resamples=RESAMPLES, seed=SEED,

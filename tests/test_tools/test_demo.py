@@ -133,7 +133,8 @@ def test_coco_score_is_pycocotools_for_any_resample(demo, tmp_path):
 
 
 class Fixed:
-    """A score of fixed per-image results (1: right), as Top1 computes."""
+    """A score of fixed per-image results (1: right), as Accuracy
+    computes."""
 
     def __init__(self, correct):
         self.correct = np.asarray(correct, float)

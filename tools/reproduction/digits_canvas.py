@@ -25,13 +25,15 @@ from typing import Sequence
 import numpy as np
 import torch
 
-# tools/ (common.py) and the siblings digits_data.py, digits_report.py and
-# instruments.py, also when this file is imported by path
+# tools/ (common.py, analysis_tools/analysis_cli.py) and the siblings
+# digits_*.py and instruments.py, also when this file is imported by path
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+sys.path.insert(0, osp.join(sys.path[0], 'analysis_tools'))
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 import common  # noqa: E402
 
 common.setup()
+from analysis_cli import check_out_dir, checked  # noqa: E402
 from digits_data import (DEFAULT_VARIANTS, INSTRUMENT_IMAGES,  # noqa: E402
                          NUM_CLASSES, PIXEL_MEAN, PIXEL_STD, REFERENCE,
                          TEST_SETS, VARIANT_NAMES, VARIANTS, Settings,
@@ -312,21 +314,20 @@ def parse_args(argv=None):
         default=DEFAULT_VARIANTS, help=f'default: {DEFAULT_VARIANTS}')
     add('--seeds', nargs='+', type=int, default=list(range(5)),
         help='default: 0-4')
-    add('--max-epochs', type=int, help=f'default: {Settings.max_epochs}')
-    add('--patience', type=int, help=f'default: {Settings.patience}')
+    at_least_1 = checked(int, lambda v: v >= 1, 'must be 1 or more')
+    add('--max-epochs', type=at_least_1,
+        help=f'default: {Settings.max_epochs}')
+    add('--patience', type=at_least_1, help=f'default: {Settings.patience}')
     add('--out-dir', default='work_dirs/reproduction')
     add('--quick', action='store_true', help='tiny model (for tests)')
     add('--instruments', action='store_true', help='position probe, '
         'translation equivariance and attention of the seed-0 models')
-    add('--jobs', type=int, default=default_jobs(),
+    add('--jobs', type=at_least_1, default=default_jobs(),
         help='models trained at once, each in its own process with one '
         f'thread (default: the cores, {default_jobs()} here); 1 trains in '
         'this process with torch\'s threads')
     args = parser.parse_args(argv)
-    if args.jobs < 1:
-        parser.error(f'--jobs must be 1 or more, got {args.jobs}')
-    if osp.exists(args.out_dir) and not osp.isdir(args.out_dir):
-        parser.error(f'--out-dir {args.out_dir} is a file, not a directory')
+    check_out_dir(parser, '--out-dir', args.out_dir)
     if 'all' in args.variants:
         args.variants = VARIANT_NAMES
     return args

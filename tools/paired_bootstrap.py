@@ -1,0 +1,89 @@
+"""The statistics and figure that the demo (tools/demo.py) and the digit
+reproduction (tools/reproduction/digits_report.py) share: a score for any
+weighting of the test images, a bootstrap over the images paired between
+models and test sets, a figure with its 95 % interval, as a table cell and
+as points with bars.
+"""
+from typing import Callable, Dict, Optional
+
+import numpy as np
+
+
+class Accuracy:
+    """Top-1 (%) of per-image results (1: right; a mean over seeds in
+    between), image ``i`` counted ``w[i]`` times: ``score(w)``."""
+
+    def __init__(self, correct):
+        self.correct = np.asarray(correct, float)
+        self.num_images = len(self.correct)
+
+    def __call__(self, w: np.ndarray) -> float:
+        return float(100 * (w @ self.correct) / w.sum())
+
+
+def bootstrap(scores: Dict[str, Dict[str, Callable]], images: Dict[str, str],
+              resamples: int, seed: int = 0) -> dict:
+    """``{model: {test: [score(all images once), score(resample 1), ...]}}``
+    with the same resamples for all models and for the tests whose
+    ``images`` (an id of their image set) are the same: paired."""
+    sizes = {images[test]: score.num_images for tests in scores.values()
+             for test, score in tests.items()}
+    rng = np.random.default_rng(seed)
+    weights = {key: np.vstack([np.ones(n), rng.multinomial(
+        n, np.full(n, 1 / n), size=resamples)])
+        for key, n in sorted(sizes.items())}
+    return {model: {test: np.array([score(w) for w in weights[images[test]]])
+                    for test, score in tests.items()}
+            for model, tests in scores.items()}
+
+
+def interval(x: np.ndarray) -> list:
+    """``[value, 2.5th, 97.5th percentile]`` of a :func:`bootstrap` row
+    (all images once, then the resamples): a figure and its 95 %
+    interval."""
+    return [float(x[0])] + np.nanpercentile(x[1:], [2.5, 97.5]).tolist()
+
+
+def cell(x: Optional[list], fmt: str, difference: bool = False) -> str:
+    """``value [low, high]``; a difference signed, ``*`` if it excludes 0."""
+    f = fmt.replace('{:', '{:+') if difference else fmt
+    mark = '*' if difference and x and x[1] * x[2] > 0 else ''
+    return x and f'{f.format(x[0])}{mark} [{f.format(x[1])}, ' \
+        f'{f.format(x[2])}]' or ''
+
+
+def plot(panels: list, paths: list, title: str = ''):
+    """Panels side by side, each ``(y label, the y of a dotted line or None,
+    test sets, {model: (colour index, [[value, low, high] per test set])})``:
+    a point and its bar per model and test set."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    plt.rcParams['svg.fonttype'] = 'none'  # text stays text: a small SVG
+    plt.rcParams['svg.hashsalt'] = 'digits-canvas'  # same run, same file
+    fig, axes = plt.subplots(1, len(panels), figsize=(10, 3.8))
+    for ax, (label, line, tests, series) in zip(axes, panels):
+        for i, (name, (colour, v)) in enumerate(series.items()):
+            v = np.array(v)  # (tests, 3)
+            x = np.arange(len(tests)) + (i - (len(series) - 1) / 2) * 0.1
+            ax.errorbar(x, v[:, 0], yerr=np.abs(v[:, 1:] - v[:, :1]).T,
+                        marker='o', ms=3, capsize=2, lw=0, elinewidth=1.2,
+                        label=name, color=plt.get_cmap('tab10')(colour))
+        if line is not None:
+            ax.axhline(line, color='grey', lw=0.8, ls=':')
+        ax.set_ylabel(label, fontsize=8)
+        ax.set_xticks(range(len(tests)), [n.replace(' ', '\n')
+                                          for n in tests])
+        ax.tick_params(labelsize=8)
+        ax.grid(alpha=0.3, axis='y')
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, fontsize=7, loc='center left',
+               bbox_to_anchor=(1, 0.5), frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=8, wrap=True)
+    fig.tight_layout()
+    for path in paths:
+        fig.savefig(path, dpi=110 if path.endswith('.png') else None,
+                    bbox_inches='tight', metadata=dict(Date=None)
+                    if path.endswith('.svg') else None)
+    plt.close(fig)

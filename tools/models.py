@@ -19,7 +19,7 @@ from mmengine.config import Config
 from mmengine.logging import MMLogger
 from mmengine.registry import init_default_scope
 
-from mmcpvt.utils.checkpoint import require_file
+from mmcpvt.utils.checkpoint import check_checkpoint, require_file
 from mmcpvt.utils.convert import unwrap
 
 INIT_FUNCTIONS = {
@@ -133,10 +133,8 @@ def load_weights(model: nn.Module, checkpoint: str) -> dict:
         ``missing`` and ``unexpected`` (key lists).
     """
     from mmengine.runner.checkpoint import _load_checkpoint
-    require_file(checkpoint)
+    check_checkpoint(checkpoint, state_dict=True)  # named before loading
     state = unwrap(_load_checkpoint(checkpoint, map_location='cpu'))
-    if not isinstance(state, dict):
-        raise ValueError(f'{checkpoint}: no state dict found in it')
     state = {re.sub(r'^module\.', '', k): v for k, v in state.items()}
     backbone = get_backbone(model)
     whole = backbone is not model and any(

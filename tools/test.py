@@ -67,6 +67,31 @@ def enable_visualization(cfg: Config, show_dir: str) -> None:
             f'mmseg scopes; the config\'s default_scope is {scope!r}')
 
 
+# what --out may name: predictions are pickled, metrics dumped by mmengine
+OUT_FORMATS = dict(pred=('.pkl', '.pickle'),
+                   metrics=('.json', '.yaml', '.yml', '.pkl', '.pickle'))
+
+
+def check_out(out: str, item: str, scope: str) -> None:
+    """SystemExit for an ``--out`` that cannot be written: a directory (or
+    a path under a file) where a file is written, a file where mmseg writes
+    a directory of maps, a file name of another format."""
+    is_dir, formats = item == 'pred' and scope == 'mmseg', OUT_FORMATS[item]
+    try:
+        blocked = common.blocking_file(out) if is_dir else None
+        if blocked:
+            raise ValueError(f'--out {out}: {blocked} is a file; mmseg '
+                             f'writes its prediction maps into a directory')
+        if not is_dir:
+            common.check_output('--out', out, f'results{formats[0]}')
+            if not out.endswith(formats):
+                raise ValueError(f'--out {out}: with --out-item {item} it '
+                                 f'takes a file name ending in '
+                                 f'{", ".join(formats)}')
+    except ValueError as e:
+        raise SystemExit(f'test.py: error: {e}') from None
+
+
 def merge_args(cfg: Config, args) -> Config:
     """Apply the command line to ``cfg``; SystemExit on unusable options."""
     cfg = common.apply_common_args(cfg, args)
@@ -76,15 +101,13 @@ def merge_args(cfg: Config, args) -> Config:
     cfg.default_hooks.setdefault('cuda_ops', common.MMCPVT_HOOKS['cuda_ops'])
     if args.show_dir:
         enable_visualization(cfg, args.show_dir)
+    scope = cfg.get('default_scope', None)
+    if args.out:  # refused before the test runs, not after it
+        check_out(args.out, args.out_item, scope)
     if args.out and args.out_item == 'pred':
-        scope = cfg.get('default_scope', None)
         if scope == 'mmseg':
             # mmseg's IoUMetric writes prediction maps into a directory.
             cfg.test_evaluator.update(output_dir=args.out, keep_results=True)
-        elif not args.out.endswith(('.pkl', '.pickle')):
-            raise SystemExit(
-                f'test.py: error: --out {args.out}: predictions are saved as '
-                'a pickle, use a .pkl file name (or --out-item metrics)')
         else:  # a metric that saves them (mmdet's encodes masks as RLE)
             evaluators = cfg.test_evaluator
             cfg.test_evaluator = [
@@ -99,8 +122,7 @@ def main(argv=None):
     args = parse_args(argv)
     cfg = merge_args(Config.fromfile(args.config), args)
     with common.checkpoint_errors('test.py', cfg, args.checkpoint):
-        if '://' not in args.checkpoint:  # a bad file fails at once
-            check_checkpoint(args.checkpoint, state_dict=True)
+        check_checkpoint(args.checkpoint, state_dict=True)  # fails at once
         runner = common.build_runner(cfg)
         # every tensor of the model (weights left random measure nothing)
         runner.register_hook(CheckpointFitHook(min_fraction=1.0))

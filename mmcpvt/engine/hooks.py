@@ -38,9 +38,9 @@ class WeightsOnlyLoadHook(Hook):
     :func:`mmcpvt.utils.checkpoint.weights_only_loads`): the runner's
     ``load_from`` and ``resume`` and the models' ``init_cfg`` Pretrained
     loads run after ``before_run``, by a local path or a URL alike. The
-    local checkpoint the runner is about to load is checked first
-    (:func:`mmcpvt.utils.checkpoint.check_checkpoint`): an empty, truncated
-    or unsafe file is refused with what to do."""
+    checkpoint the runner is about to load (by http(s): its download) is
+    checked first (:func:`mmcpvt.utils.checkpoint.check_checkpoint`): an
+    empty, truncated or unsafe file is refused with what to do."""
 
     priority = 'VERY_HIGH'
 
@@ -54,8 +54,10 @@ class WeightsOnlyLoadHook(Hook):
         load_from = runner.cfg.get('load_from', None)
         if load_from is None and runner.cfg.get('resume', False):
             load_from = find_latest_checkpoint(runner.work_dir)
-        if load_from is not None and '://' not in str(load_from):
-            check_checkpoint(str(load_from), state_dict=True)
+        # by URL, rank 0 downloads and checks; the others load its copy
+        if load_from is not None and (runner.rank == 0
+                                      or '://' not in str(load_from)):
+            check_checkpoint(load_from, state_dict=True)
 
     def after_run(self, runner) -> None:
         if self._loads is not None:

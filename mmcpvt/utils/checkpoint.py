@@ -265,28 +265,37 @@ def state_dict_of(checkpoint, path: str) -> dict:
 
 
 def check_checkpoint(path: str, state_dict: bool = False) -> None:
-    """Raise a clear error if the local checkpoint file ``path`` cannot be
-    loaded, before anything is built (for ``--resume`` and
-    ``tools/test.py``). A zip-format file is memory-mapped: its tensor data
-    is not read, so the check costs little even for a large file. Not
-    found: damage inside a tensor's bytes of a zip whose directory is
-    intact. With ``state_dict``, a file that holds no state dict (a list,
-    a tensor, ``{'state_dict': 'text'}``) is refused too."""
+    """Raise a clear error if the checkpoint ``path`` cannot be loaded,
+    before anything is built (for ``load_from``, ``--resume``, a backbone's
+    ``init_cfg`` and ``tools/test.py``). A zip-format file is memory-mapped:
+    its tensor data is not read, so the check costs little even for a large
+    file. Not found: damage inside a tensor's bytes of a zip whose directory
+    is intact. With ``state_dict``, a file that holds no state dict (a list,
+    a tensor, ``{'state_dict': 'text'}``) is refused too.
+
+    An ``http(s)://`` address is downloaded first, to the file of torch.hub's
+    cache where mmengine's loader (``torch.hub.load_state_dict_from_url``)
+    then finds it, and that copy is checked; the error names both. Other
+    schemes (``openmmlab://``, ...) are left to their loader, under
+    :func:`weights_only_loads`.
+    """
+    path = str(path)
+    if path.startswith(('http://', 'https://')):
+        copy = osp.join(torch.hub.get_dir(), 'checkpoints',
+                        osp.basename(urllib.parse.urlparse(path).path))
+        if not osp.isfile(copy):
+            os.makedirs(osp.dirname(copy), exist_ok=True)
+            torch.hub.download_url_to_file(path, copy, progress=False)
+        try:
+            return check_checkpoint(copy, state_dict)
+        except CheckpointError as e:
+            raise type(e)(f'{path}, downloaded to {e}', e.what) from None
+    if '://' in path:
+        return
     checkpoint = safe_load(path, map_location='cpu', mmap=osp.isfile(path)
                            and zipfile.is_zipfile(path))
     if state_dict:
         state_dict_of(checkpoint, path)
-
-
-def check_download(url: str) -> None:
-    """After a load by ``url`` failed: raise the :class:`CheckpointError` of
-    the copy that mmengine's http(s) loader had torch.hub download there
-    (what is wrong in it, from the file); nothing where there is no copy
-    (another scheme) or it loads."""
-    copy = osp.join(torch.hub.get_dir(), 'checkpoints',
-                    osp.basename(urllib.parse.urlparse(url).path))
-    if '://' in url and osp.isfile(copy):
-        check_checkpoint(copy)
 
 
 def require_file(path, what: str = 'checkpoint') -> None:

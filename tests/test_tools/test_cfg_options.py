@@ -197,6 +197,40 @@ def test_work_dir_that_is_a_file(train, tmp_path, below):
             'is a directory') in str(error.value)
 
 
+@pytest.fixture(scope='module')
+def test_tool(config, tmp_path_factory):
+    return make_tool('test', config, tmp_path_factory)
+
+
+@pytest.mark.parametrize('case', ['directory', 'under a file', 'format',
+                                  'metrics format', 'seg maps under a file'])
+def test_test_out_is_checked_before_the_test_runs(test_tool, tmp_path, case):
+    """tools/test.py's ``--out`` that cannot take what the run writes is
+    refused in merge_args, before the runner is built."""
+    afile = tmp_path / 'a_file'
+    afile.write_text('')
+    out, options, expected = {
+        'directory': (tmp_path, [], f'--out {tmp_path} is a directory; it '
+                      f'takes the file to write, e.g. '
+                      f'{tmp_path / "results.pkl"}'),
+        'under a file': (afile / 'p.pkl', [], f'{afile} is a file, not a '
+                         f'directory'),
+        'format': (tmp_path / 'p.json', [], 'with --out-item pred it takes '
+                   'a file name ending in .pkl, .pickle'),
+        'metrics format': (tmp_path / 'm.txt', ['--out-item', 'metrics'],
+                           'with --out-item metrics it takes a file name '
+                           'ending in .json, .yaml, .yml, .pkl, .pickle'),
+        'seg maps under a file': (afile / 'maps', ['--cfg-options',
+                                                   'default_scope=mmseg'],
+                                  f'{afile} is a file; mmseg writes its '
+                                  f'prediction maps into a directory'),
+    }[case]
+    with pytest.raises(SystemExit) as error:
+        merged(test_tool, '--out', str(out), *options)
+    assert f'test.py: error: --out {out}' in str(error.value)
+    assert expected in str(error.value), str(error.value)
+
+
 def test_train_refuses_misspelt_key_as_a_user_runs_it(tmp_path):
     proc = run_tool('tools/train.py', CONFIG, '--work-dir',
                     str(tmp_path / 'w'), '--cfg-options',

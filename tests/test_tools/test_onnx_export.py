@@ -273,9 +273,10 @@ def test_url_checkpoint_is_unpickled_weights_only(tmp_path, monkeypatch,
         p2o.main([config, 'https://example.invalid/unsafe.pth',
                   '--output-file', str(out), '--shape', '64'])
     err = capsys.readouterr().err
-    assert ('unsafe.pth is refused: it holds objects that torch.load('
-            'weights_only=True) does not unpickle (Unsupported global: '
-            'GLOBAL argparse.Namespace') in err, err
+    assert (f'https://example.invalid/unsafe.pth, downloaded to '
+            f'{cached / "unsafe.pth"}: refused to load: the checkpoint holds '
+            f'objects that are not allowed in a checkpoint (it refers to '
+            f'argparse.Namespace)') in err, err
     assert not out.exists()
     p2o.main([config, 'https://example.invalid/safe.pth', '--output-file',
               str(out), '--shape', '64'])

@@ -382,7 +382,7 @@ def test_init_cfg_by_url_names_what_is_wrong_with_the_download(
         server.shutdown()
     copy = tmp_path / 'torch_home' / 'hub' / 'checkpoints' / 'model.pth'
     assert str(e.value).startswith(
-        f"CPVT: init_cfg Pretrained {url!r}, downloaded to {copy}: ")
+        f"CPVT: init_cfg Pretrained {url}, downloaded to {copy}: ")
     assert (UNSAFE if kind == 'evil' else BROKEN) in str(e.value)
     assert not marker.exists()
 

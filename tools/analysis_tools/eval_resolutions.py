@@ -63,6 +63,7 @@ import common  # noqa: E402
 common.setup()
 from analysis_cli import check_out_dir, text_table  # noqa: E402
 from common import CfgOptionsAction, apply_common_args, require  # noqa: E402
+from mmcpvt.utils.checkpoint import check_checkpoint  # noqa: E402
 from resolution import (PROTOCOLS, config_task, describe,  # noqa: E402
                         pipeline_dataset, resized_pipeline, run_test,
                         save_untrained, training_size)
@@ -234,6 +235,11 @@ def plot(path: str, results: dict, sizes: list, metric: str, train_size,
 def main(argv=None):
     parser, args = parse_args(argv)
     cfg, pipelines = load_config(parser, args)
+    for checkpoint in args.checkpoint:  # by http(s): its download
+        try:
+            check_checkpoint(checkpoint, state_dict=True)
+        except ValueError as e:
+            parser.error(str(e))
     task, sizes, out_dir = args.task, args.sizes, args.out_dir
     os.makedirs(out_dir, exist_ok=True)
     name = osp.splitext(osp.basename(args.config))[0]

@@ -9,7 +9,6 @@ why the shapes stay dynamic: docs/deployment.md.
         [--dynamic-export | --static [--verify]] [--backbone-only]
 """
 import argparse
-import importlib
 import json
 import os
 import os.path as osp
@@ -30,9 +29,9 @@ sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # tools
 import common  # noqa: E402
 
 common.setup()
-from models import INIT_FUNCTIONS  # noqa: E402  (tools/models.py; by scope)
+import models  # noqa: E402  (tools/models.py)
 
-from mmcpvt.utils.checkpoint import weights_only_loads  # noqa: E402
+from mmcpvt.utils.checkpoint import check_checkpoint  # noqa: E402
 
 # 17: the first opset with LayerNormalization (one node per norm instead of
 # eleven); scaled_dot_product_attention is exported from opset 14 on.
@@ -163,29 +162,16 @@ def parse_args(argv=None):
 
 
 def build_model(config: str, checkpoint=None, cfg_options=None):
-    """The model of a classifier, detector or segmentor config, in eval
-    mode, built and loaded by its library's init function. Every
-    ``torch.load`` of the checkpoint (a path or a URL: http(s)://,
-    openmmlab://, ...) unpickles with ``weights_only=True``. Without a
-    checkpoint the weights are the config's random initialisation (seeded).
-    Returns ``(model, cfg)``."""
+    """``(model, cfg)``: the model of a classifier, detector or segmentor
+    config in eval mode (:func:`models.build_model`: its library's init
+    function, then the checkpoint, or the config's seeded initialisation
+    without one), with ``cfg_options`` merged into the config."""
     cfg = Config.fromfile(config)
     if cfg_options:
         common.check_cfg_options(cfg, cfg_options, config)  # misspelt keys
         cfg.merge_from_dict(cfg_options)
-    module, name = INIT_FUNCTIONS.get(cfg.get('default_scope'),
-                                      INIT_FUNCTIONS['mmpretrain'])
-    init = getattr(importlib.import_module(module), name)
-    with weights_only_loads(), torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        model = init(cfg, checkpoint, device='cpu')
-        if checkpoint is None:  # the config's init, without Pretrained ones
-            for m in model.modules():
-                ic = getattr(m, 'init_cfg', None)
-                if isinstance(ic, dict) and ic.get('type') == 'Pretrained':
-                    m.init_cfg = None
-            model.init_weights()
-    return model.eval(), cfg
+    model, cfg, _ = models.build_model(cfg, checkpoint)
+    return model, cfg
 
 
 def second_size(shape: Sequence[int]) -> Tuple[int, int]:
@@ -322,14 +308,16 @@ def main(argv=None):
         sys.exit(f'error: {e.name} is not installed; pip install onnx '
                  f'onnxruntime (see requirements/tests.txt)')
     try:
+        if args.checkpoint:  # by http(s): its download; named before loading
+            check_checkpoint(args.checkpoint, state_dict=True)
         model, cfg = build_model(args.config, args.checkpoint,
                                  args.cfg_options)
     except (ValueError, RuntimeError, FileNotFoundError, TypeError) as e:
         parser.error(str(e))
-    except pickle.UnpicklingError as e:  # weights_only=True refused it
-        parser.error(f'{args.checkpoint} is refused: it holds objects that '
-                     f'torch.load(weights_only=True) does not unpickle ('
-                     f'{str(e).partition("rror: ")[2].split(". ")[0]})')
+    except pickle.UnpicklingError:  # another scheme: torch's loader refused
+        parser.error(f'{args.checkpoint} is refused by torch\'s weights-only '
+                     f'unpickler: it holds objects that could run code '
+                     f'(nothing was run), or it is damaged')
     module, what, output_names, spatial = exported_module(
         model, args.backbone_only, args.shape)
     norm = normalisation(cfg)

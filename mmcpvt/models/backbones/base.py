@@ -3,7 +3,6 @@ checkpoint conversion, input checks, PEG placement, gradient checkpointing
 and freezing."""
 import math
 import os.path as osp
-import pickle
 
 import torch
 import torch.nn as nn
@@ -16,7 +15,7 @@ from mmengine.model.weight_init import (constant_init, normal_init,
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from mmcpvt.utils.checkpoint import (CheckpointError, CheckpointMismatchError,
-                                     check_checkpoint, check_download,
+                                     check_checkpoint,
                                      checkpoint_state_dict, weights_only_loads)
 from mmcpvt.utils.convert import CONVERTERS, detect_family, unwrap
 from mmcpvt.utils.state_dict import (USUAL_CAUSES, KeyMatch,
@@ -145,9 +144,7 @@ class BaseBackbone(BaseModule):
                       if isinstance(c, dict) and c.get('type') == 'Pretrained']
         for cfg in pretrained:
             path = cfg.get('checkpoint') or ''
-            if '://' in path:
-                continue  # mmengine's loaders, under weights_only_loads()
-            if not osp.isfile(path):
+            if '://' not in path and not osp.isfile(path):
                 raise FileNotFoundError(
                     f'{owner}: init_cfg asks for the pretrained checkpoint '
                     f'{path!r}, which does not exist. docs/model_zoo.md '
@@ -156,7 +153,11 @@ class BaseBackbone(BaseModule):
                     f'model.backbone.init_cfg.checkpoint at a trained one, or '
                     f'start from random weights with --cfg-options '
                     f'model.backbone.init_cfg=None')
-            check_checkpoint(path, state_dict=True)  # named before loading
+            try:  # named before loading; by URL, the downloaded copy
+                check_checkpoint(path, state_dict=True)
+            except CheckpointError as e:
+                raise type(e)(f'{owner}: init_cfg Pretrained {e}',
+                              e.what) from None
         if not self._is_init:
             # The transformer init first, a checkpoint on top: what the
             # checkpoint lacks (new PEGs) keeps this init, not PyTorch's.
@@ -168,15 +169,6 @@ class BaseBackbone(BaseModule):
             where = ', '.join(repr(c['checkpoint']) for c in pretrained)
             raise CheckpointMismatchError(
                 f'{owner}: init_cfg Pretrained {where}: {e}') from None
-        except (pickle.UnpicklingError, RuntimeError, EOFError):
-            for url in [c['checkpoint'] for c in pretrained
-                        if '://' in (c.get('checkpoint') or '')]:
-                try:  # a local file was checked above; by URL, its copy
-                    check_download(url)
-                except CheckpointError as e:
-                    raise type(e)(f'{owner}: init_cfg Pretrained {url!r}, '
-                                  f'downloaded to {e}', e.what) from None
-            raise
         except AssertionError:  # mmengine's: a prefix that no key has
             for cfg in [c for c in pretrained if c.get('prefix')]:
                 keys = checkpoint_state_dict(cfg['checkpoint'])

@@ -96,9 +96,15 @@ class _Payload:
 def test_pretrained_url_unpickles_with_weights_only(tmp_path, monkeypatch):
     """An http(s) checkpoint goes through torch.hub's loader, which turns
     weights_only off: init_weights loads it inside weights_only_loads().
-    Here the download is a file:// URL, through torch.hub all the same."""
+    Here the download is a file:// URL, through torch.hub all the same; the
+    check before loading (check_checkpoint) is given a safe download, so
+    that the loader itself meets the payload."""
     path = tmp_path / 'payload.pth'
     torch.save({'state_dict': {}, 'payload': _Payload()}, path)
+    monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch'))
+    monkeypatch.setattr(
+        torch.hub, 'download_url_to_file',
+        lambda url, dst, **kwargs: torch.save({'w': torch.ones(1)}, dst))
     monkeypatch.setattr(
         'mmengine.runner.checkpoint.load_url',
         lambda url, map_location=None, **kwargs: torch.hub.

@@ -55,8 +55,8 @@ class WeightsOnlyLoadHook(Hook):
         if load_from is None and runner.cfg.get('resume', False):
             load_from = find_latest_checkpoint(runner.work_dir)
         # by URL, rank 0 downloads and checks; the others load its copy
-        if load_from is not None and (runner.rank == 0
-                                      or '://' not in str(load_from)):
+        if load_from is not None and ('://' not in str(load_from)
+                                      or runner.rank == 0):
             check_checkpoint(load_from, state_dict=True)
 
     def after_run(self, runner) -> None:

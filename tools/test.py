@@ -76,13 +76,15 @@ def check_out(out: str, item: str, scope: str) -> None:
     """SystemExit for an ``--out`` that cannot be written: a directory (or
     a path under a file) where a file is written, a file where mmseg writes
     a directory of maps, a file name of another format."""
-    is_dir, formats = item == 'pred' and scope == 'mmseg', OUT_FORMATS[item]
+    formats = OUT_FORMATS[item]
     try:
-        blocked = common.blocking_file(out) if is_dir else None
-        if blocked:
-            raise ValueError(f'--out {out}: {blocked} is a file; mmseg '
-                             f'writes its prediction maps into a directory')
-        if not is_dir:
+        if item == 'pred' and scope == 'mmseg':  # a directory of maps
+            blocked = common.blocking_file(out)
+            if blocked:
+                raise ValueError(f'--out {out}: {blocked} is a file; mmseg '
+                                 f'writes its prediction maps into a '
+                                 f'directory')
+        else:
             common.check_output('--out', out, f'results{formats[0]}')
             if not out.endswith(formats):
                 raise ValueError(f'--out {out}: with --out-item {item} it '

@@ -151,7 +151,8 @@ def main():
                  torch.get_num_threads(), args.device, min_time=args.min_time)
     if args.quick:
         s = replace(s, batch=2, size=64, min_time=0.1)
-    print(header(args.device, s.threads), flush=True)
+    head = header(args.device, s.threads)
+    print(head, flush=True)
     if args.check:
         failed = 0
         for name in args.cases:
@@ -164,7 +165,7 @@ def main():
                       f'{"+with_cp" if cp else "":8s} {msg}', flush=True)
         print(f'{failed} failed')
         sys.exit(1 if failed else 0)
-    lines = [header(args.device, s.threads), f'training step, batch '
+    lines = [head, f'training step, batch '
              f'{s.batch}, {s.size} px, median over >= {s.min_time:g} s of '
              'steps (fp32: TF32 off)', '']
     print('\n'.join(lines[1:]), flush=True)

@@ -31,7 +31,6 @@ import common  # noqa: E402
 common.setup()
 import models  # noqa: E402  (tools/models.py)
 
-from mmcpvt.utils.checkpoint import check_checkpoint  # noqa: E402
 
 # 17: the first opset with LayerNormalization (one node per norm instead of
 # eleven); scaled_dot_product_attention is exported from opset 14 on.
@@ -307,9 +306,7 @@ def main(argv=None):
     except ImportError as e:
         sys.exit(f'error: {e.name} is not installed; pip install onnx '
                  f'onnxruntime (see requirements/tests.txt)')
-    try:
-        if args.checkpoint:  # by http(s): its download; named before loading
-            check_checkpoint(args.checkpoint, state_dict=True)
+    try:  # the checkpoint (by http(s): its download) is checked, then loaded
         model, cfg = build_model(args.config, args.checkpoint,
                                  args.cfg_options)
     except (ValueError, RuntimeError, FileNotFoundError, TypeError) as e:

@@ -23,6 +23,9 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from PIL import Image
 
+sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+from common import blocking_file  # noqa: E402  (tools/common.py)
+
 # name: (test of a value, what is allowed): the limits of the arguments
 Limits = Dict[str, Tuple[Callable, str]]
 
@@ -59,16 +62,14 @@ def _files_under(out_dir: str) -> List[str]:
 def check_out_dir(out_dir: str):
     """FileExistsError naming ``--out`` unless ``out_dir`` is a directory or
     can be made one."""
-    if osp.exists(out_dir) and not osp.isdir(out_dir):
+    blocked = blocking_file(osp.abspath(out_dir))
+    if blocked == osp.abspath(out_dir):
         raise FileExistsError(
             f'--out {out_dir} is a file, not a directory. Give a '
             f'directory for the data set (it is made if missing).')
-    parent = osp.dirname(osp.abspath(out_dir))
-    while not osp.exists(parent):
-        parent = osp.dirname(parent)
-    if not osp.isdir(parent):
+    if blocked:
         raise FileExistsError(
-            f'--out {out_dir} lies under {parent}, which is a file, '
+            f'--out {out_dir} lies under {blocked}, which is a file, '
             f'not a directory. Give a directory for the data set.')
 
 

@@ -1,8 +1,8 @@
-"""The analysis tools: get_flops, benchmark and train_step --check.
+"""The analysis tools: get_flops, benchmark and train_step.
 
 get_flops is checked against published figures (mmpretrain's DeiT numbers,
 the paper's PVT-S+PEG+GAP and Swin-T+PEG), in-process and as a user runs it;
-benchmark and train_step --check run as subprocesses on tiny settings;
+benchmark and train_step run as subprocesses on tiny settings;
 benchmark's pairing (same input, ABBA order of runs, block ratios) is
 checked in-process with stand-in measurements.
 """
@@ -175,6 +175,25 @@ def test_benchmark_cli_pair_one_process_per_run(tmp_path):
     assert r['ratio'] == pytest.approx(sum(r['theirs_s']) / sum(r['ours_s']))
 
 
+def test_benchmark_cli_amp_train(tmp_path):
+    """The GPU comparison's settings (autocast, the training step, timm's
+    DeiT) on the CPU: every child runs its step under bf16 autocast."""
+    out = run_tool('benchmark', '--pairs',
+                   'cpvt-tiny:deit_tiny_patch16_224@timm', *TINY, '--train',
+                   '--amp', 'bf16', '--json', str(tmp_path / 'r.json'),
+                   timeout=600)
+    assert out.returncode == 0, explain(out)
+    assert '; bf16; each model alone' in out.stdout.splitlines()[0]
+    for what in ('forward', 'train'):
+        batch, ours, theirs, *_ = result_line(
+            out.stdout, what, 'cpvt-tiny', 'deit_tiny_patch16_224@timm')
+        assert batch == 2 and ours > 0 and theirs > 0
+    with open(tmp_path / 'r.json') as f:
+        results = json.load(f)
+    assert {r['job'][side]['amp'] for r in results
+            for side in ('ours', 'theirs')} == {'bf16'}
+
+
 def test_benchmark_cli_memory():
     out = run_tool('benchmark', '--memory', 'cpvt-tiny', '--sizes', '64',
                    '--batch', '2', '--threads', '1')
@@ -213,7 +232,10 @@ def benchmark():
      "from 'cpvt-tiny',"),
     (['--batch', '0'], 'argument --batch: 0 given, > 0 is allowed'),
     (['--sizes', '224', '-1'], 'argument --sizes: -1 given, > 0 is allowed'),
-    (['--min-time', '0'], 'argument --min-time: 0.0 given, > 0 is allowed')])
+    (['--min-time', '0'], 'argument --min-time: 0.0 given, > 0 is allowed'),
+    (['--amp', 'fp8'], "argument --amp: invalid choice: 'fp8'"),
+    (['--device', 'cuda'], "argument --device: 'cuda' given, but torch sees "
+     'no GPU here; allowed: cpu')])
 def test_benchmark_bad_argument(benchmark, capsys, argv, says):
     with pytest.raises(SystemExit):
         benchmark.parse_args(argv)
@@ -221,16 +243,18 @@ def test_benchmark_bad_argument(benchmark, capsys, argv, says):
 
 
 def test_benchmark_targets_file(benchmark, tmp_path, capsys):
-    targets = benchmark.load_targets()
-    assert targets
-    for t in targets:
-        assert set(t) == {'ours', 'theirs', 'what', 'size', 'ratio'}, t
-        assert {t['ours'], t['theirs']} <= set(benchmark.MODELS), t
-        assert t['what'] in ('forward', 'train') and t['size'] > 0, t
-        assert t['ratio'] is None or t['ratio'] > 0, t
-    # an A:A pair without a target: the noise of the measurement
-    assert any(t['ours'] == t['theirs'] and t['ratio'] is None
-               for t in targets)
+    gpu = benchmark.TARGETS.replace('targets.yml', 'targets_gpu.yml')
+    for path in (gpu, benchmark.TARGETS):
+        targets = benchmark.load_targets(path)
+        assert targets
+        for t in targets:
+            assert set(t) == {'ours', 'theirs', 'what', 'size', 'ratio'}, t
+            assert {t['ours'], t['theirs']} <= set(benchmark.MODELS), t
+            assert t['what'] in ('forward', 'train') and t['size'] > 0, t
+            assert t['ratio'] is None or t['ratio'] > 0, t
+        # an A:A pair without a target: the noise of the measurement
+        assert any(t['ours'] == t['theirs'] and t['ratio'] is None
+                   for t in targets)
     # the default run measures exactly these; detectors at their batch
     jobs = benchmark.plan(benchmark.parse_args([]))
     assert [(j.ours.model, j.theirs.model, j.ours.what, j.theirs.what,
@@ -409,9 +433,9 @@ def test_median_interval_is_the_binomial_order_statistic(benchmark, n, lo,
     assert benchmark.median_interval(values) == (lo, hi)
 
 
-# ------------------------------------------------------ train_step --check
+# -------------------------------------------------------------- train_step
 def test_train_step_check_cpu():
-    out = run_tool('train_step', '--check', '--device', 'cpu', '--amp',
+    out = run_tool('train_step', '--device', 'cpu', '--amp',
                    'bf16', '--size', '32', '--batch', '2', '--steps', '1',
                    '--cases', 'cpvt-tiny-p0-4-gap', 'swin-tiny-peg-gap')
     assert out.returncode == 0, explain(out)
@@ -432,7 +456,7 @@ def test_train_step_check_cpu():
 
 
 def test_train_step_check_unknown_case():
-    out = run_tool('train_step', '--check', '--device', 'cpu', '--cases',
+    out = run_tool('train_step', '--device', 'cpu', '--cases',
                    'no-such-case')
     assert out.returncode == 2
     assert 'no-such-case' in out.stderr and 'cpvt-tiny' in out.stderr

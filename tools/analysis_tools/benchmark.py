@@ -13,6 +13,8 @@ The models, the steps and the child processes are measure.py's.
     python tools/analysis_tools/benchmark.py --pairs cpvt-tiny:deit-tiny@mmpretrain --train
     python tools/analysis_tools/benchmark.py --compile cpvt-tiny pvt-tiny-peg
     python tools/analysis_tools/benchmark.py --memory pvt-small-peg-gap --with-cp
+    python tools/analysis_tools/benchmark.py --device cuda --amp bf16 \
+        --targets tools/analysis_tools/benchmark_targets_gpu.yml
 """
 import argparse
 import json
@@ -168,6 +170,10 @@ def parse_args(argv=None):
     add('--batch', type=positive(int), default=16,
         help=f'batch of backbones (detectors: {DETECTOR_BATCH})')
     add('--threads', type=positive(int), default=torch.get_num_threads())
+    add('--device', default='cpu', help='cpu (default) or cuda[:N]')
+    add('--amp', choices=('fp32', 'bf16', 'fp16'), default='fp32',
+        help='fp32 (default; TF32 off on a GPU), or autocast to bf16, or to '
+        'fp16 with GradScaler')
     add('--with-cp', action='store_true', help='gradient checkpointing')
     add('--train', action='store_true', help='also the training steps')
     add('--runs', type=positive(int), default=12, help='processes of each '
@@ -178,6 +184,9 @@ def parse_args(argv=None):
     add('--json', help='also write the results here')
     args = parser.parse_args(argv)
     args.runs += args.runs % 2
+    if args.device.startswith('cuda') and not torch.cuda.is_available():
+        parser.error(f'argument --device: {args.device!r} given, but torch '
+                     'sees no GPU here; allowed: cpu')
     if not (args.pairs or args.compile is not None
             or args.memory is not None):
         for t in load_targets(args.targets):
@@ -187,6 +196,7 @@ def parse_args(argv=None):
                              f'allowed: {TARGET_KEYS}, what: forward or '
                              f'train, models: {", ".join(MODELS)}')
     args.settings = Settings('', batch=args.batch, threads=args.threads,
+                             device=args.device, amp=args.amp,
                              with_cp=args.with_cp, min_time=args.min_time)
     return args
 
@@ -215,7 +225,7 @@ def memory(args) -> list[dict]:
 
 
 def speed(args) -> list[dict]:
-    print(f'{header("cpu", args.threads)}; fp32'
+    print(f'{header(args.device, args.threads)}; {args.amp}'
           f'{", with_cp" if args.with_cp else ""}; each model alone in its '
           f'own process, {args.runs} of each, timed for >= '
           f'{args.min_time:g} s after warming up', flush=True)

@@ -268,6 +268,8 @@ def child_main():
     with the settings it ran and its figures."""
     s = Settings(**json.loads(sys.stdin.read()))
     torch.set_num_threads(s.threads)
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32 (cuDNN's
+    torch.backends.cudnn.allow_tf32 = False  # convolutions default to TF32)
     common.setup()  # mmcpvt importable, from this clone if not installed
     figures = measure(Runner(s))
     print(json.dumps(dict(settings=asdict(s), **figures)), flush=True)

@@ -35,18 +35,14 @@ SPLIT_IDS = {'train': 0, 'val': 1}
 
 
 def imagenet_wnids() -> List[str]:
-    """The 1000 ImageNet-1k wnids in sorted (= label) order, from timm's
-    synset list; without timm, placeholders ``n00000000``, ... in the same
-    label order."""
+    """The 1000 ImageNet-1k wnids in sorted (= label) order, from timm;
+    without timm (or with one before ``ImageNetInfo``), placeholders
+    ``n00000000``, ... in the same label order."""
     try:
-        from importlib.resources import files
-        wnids = sorted(files('timm.data._info').joinpath(
-            'imagenet_synsets.txt').read_text().split())
-        if len(wnids) == NUM_CLASSES:
-            return wnids
-    except Exception:  # timm missing or laid out differently
-        pass
-    return [f'n{i:08d}' for i in range(NUM_CLASSES)]
+        from timm.data import ImageNetInfo
+    except ImportError:
+        return [f'n{i:08d}' for i in range(NUM_CLASSES)]
+    return ImageNetInfo().label_names()
 
 
 def render_image(label: int, size: int, rng: np.random.Generator,
@@ -109,7 +105,6 @@ GENERATOR = Generator('make_imagenet.py', imagenet_files, _write, dict(
     num_classes=between(1, NUM_CLASSES),
     train_per_class=at_least(0, ' (0: a test set)'),
     val_per_class=at_least(1), size=at_least(8, ' pixels')))
-read_info, generator_id = GENERATOR.read_info, GENERATOR.code_id
 
 
 def make_imagenet(out_dir: str,

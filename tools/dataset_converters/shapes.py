@@ -20,12 +20,13 @@ from dataclasses import dataclass
 from typing import List, Tuple
 
 import numpy as np
+from matplotlib.path import Path
 
 
-def _regular(n: int, radius: float = 1., start: float = -np.pi / 2,
-             yscale: float = 1.) -> np.ndarray:
+def _regular(n: int, radius: float = 1.,
+             start: float = -np.pi / 2) -> np.ndarray:
     t = start + np.arange(n) * 2 * np.pi / n
-    return np.stack([radius * np.cos(t), yscale * radius * np.sin(t)], 1)
+    return np.stack([radius * np.cos(t), radius * np.sin(t)], 1)
 
 
 # Each shape as a polygon inside the unit circle, centred at the origin,
@@ -41,7 +42,7 @@ UNIT_POLYGONS = {
     'star': np.stack([_regular(5), _regular(5, .45, -np.pi / 2 + np.pi / 5)],
                      1).reshape(-1, 2),  # outer and inner points in turn
     'hexagon': _regular(6, start=0.),
-    'ellipse': _regular(32, yscale=.5, start=0.),
+    'ellipse': _regular(32, start=0.) * (1., .5),
     'lshape': np.array([[-.7, -.7], [-.2, -.7], [-.2, .2], [.7, .2],
                         [.7, .7], [-.7, .7]]),
     'chevron': np.array([[-.8, -.6], [0., .2], [.8, -.6], [.8, .1],
@@ -101,22 +102,9 @@ def polygon_mask(poly: np.ndarray, height: int, width: int) -> np.ndarray:
     """(H, W) bool mask of the pixels whose centre lies inside ``poly``
     ((V, 2) ``(x, y)`` in COCO's continuous coordinates), so the mask, its
     box and the polygon agree."""
-    mask = np.zeros((height, width), bool)
-    x0, y0 = np.maximum(np.floor(poly.min(0)).astype(int), 0)
-    x1 = min(int(np.ceil(poly[:, 0].max())), width)
-    y1 = min(int(np.ceil(poly[:, 1].max())), height)
-    if x1 <= x0 or y1 <= y0:
-        return mask
-    ys, xs = np.mgrid[y0:y1, x0:x1] + 0.5  # pixel centres
-    inside = np.zeros(xs.shape, bool)
-    for (ax, ay), (bx, by) in zip(poly, np.roll(poly, -1, axis=0)):
-        if ay == by:  # horizontal edges cross no row of centres
-            continue
-        crosses = (ay > ys) != (by > ys)  # edge spans the centre's row
-        x_cross = ax + (ys - ay) * (bx - ax) / (by - ay)
-        inside ^= crosses & (xs < x_cross)  # even-odd rule
-    mask[y0:y1, x0:x1] = inside
-    return mask
+    ys, xs = np.mgrid[0:height, 0:width] + 0.5  # pixel centres
+    inside = Path(poly).contains_points(np.stack([xs.ravel(), ys.ravel()], 1))
+    return inside.reshape(height, width)
 
 
 def outline(rng: np.random.Generator, label: int, radius: float, cx: float,
@@ -186,7 +174,8 @@ def render_scene(rng: np.random.Generator,
         raise ValueError(f'scale_range must satisfy 0 < low <= high <= 1, '
                          f'got {scale_range}')
     img = render_background(rng, height, width)
-    taken, labels, polygons, masks = [], [], [], []
+    class_map = np.zeros((height, width), np.uint8)
+    taken, labels, polygons, masks, boxes = [], [], [], [], []
     for _ in range(rng.integers(num_objects[0], num_objects[1] + 1)):
         label = int(rng.integers(num_classes))
         extent = min(height, width) * np.exp(rng.uniform(np.log(lo),
@@ -198,18 +187,17 @@ def render_scene(rng: np.random.Generator,
             continue
         cx, cy, box = spot
         poly = outline(rng, label, radius, cx, cy)
-        masks.append(polygon_mask(poly, height, width))
-        taken.append(box)
-        labels.append(label)
-        polygons.append(poly.astype(np.float32))
-
-    class_map = np.zeros((height, width), np.uint8)
-    boxes = []
-    for label, mask in zip(labels, masks):
+        mask = polygon_mask(poly, height, width)
         ys, xs = np.nonzero(mask)
         boxes.append([xs.min(), ys.min(), xs.max() - xs.min() + 1,
                       ys.max() - ys.min() + 1])
         class_map[mask] = label + 1
+        taken.append(box)
+        labels.append(label)
+        polygons.append(poly.astype(np.float32))
+        masks.append(mask)
+    # painted once all are placed: the rng's draws keep their order
+    for label, mask in zip(labels, masks):
         paint(rng, img, mask, label)
     return Scene(
         image=np.clip(img, 0, 255).astype(np.uint8),

@@ -89,10 +89,10 @@ def parse_instrument_args(doc: str, argv, what: str, num_images: int,
     for name, kwargs in options.items():
         add(f'--{name}', **kwargs)
     args = parser.parse_args(argv)
-    if args.out is not None and osp.isdir(args.out):
-        parser.error(f'--out {args.out} is a directory; give a file name, '
-                     f'e.g. {osp.join(args.out, out_example)}')
     if args.out is not None:
+        if osp.isdir(args.out):
+            parser.error(f'--out {args.out} is a directory; give a file '
+                         f'name, e.g. {osp.join(args.out, out_example)}')
         check_out_dir(parser, f'--out {args.out}', osp.dirname(args.out))
     return parser, args
 
@@ -144,37 +144,31 @@ def describe_load(report: Optional[dict], checkpoint: Optional[str]) -> str:
     return text
 
 
-def blocks(parser, backbone, specs):
-    """Global block indices of ``--block`` values (int, 'input' or
-    STAGE.BLOCK); None for None."""
-    if specs is None:
-        return None
-    try:
-        return sorted({resolve_block(backbone, s) for s in specs})
-    except ValueError as e:
-        parser.error(str(e))
-
-
 def backbone_blocks_images(parser, args):
-    """The backbone, the blocks asked for (None: all) and the images
+    """The backbone, the :class:`BlockInfo` of the ``--block`` values (int,
+    'input' or STAGE.BLOCK; default: all) and the images
     (``--random-images`` or the config's test data) of a probe or
     equivariance run."""
     model, backbone, cfg = load(parser, args)
-    wanted = blocks(parser, backbone, args.block)
+    try:
+        wanted = {resolve_block(backbone, s) for s in args.block or ()}
+    except ValueError as e:
+        parser.error(str(e))
+    infos = [i for i in list_blocks(backbone)
+             if not wanted or i.index in wanted]
     if args.random_images:
         size = args.img_size or cfg.model.get('backbone', {}).get(
             'img_size', 224)
         H, W = (size, size) if isinstance(size, int) else size
         print(f'{args.num_images} random {H}x{W} images', file=sys.stderr)
-        return backbone, wanted, random_images(model, args.num_images,
-                                               (H, W))
+        return backbone, infos, random_images(model, args.num_images, (H, W))
     if args.img_size:
         parser.error('--img-size is for --random-images; the test data '
                      'come at the size of the config\'s pipeline')
     print(f'reading {args.num_images} images of the test data...',
           file=sys.stderr)
     try:
-        return backbone, wanted, dataset_images(cfg, model, args.num_images)
+        return backbone, infos, dataset_images(cfg, model, args.num_images)
     except (RuntimeError, ValueError) as e:
         parser.error(str(e))
 

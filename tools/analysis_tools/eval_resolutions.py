@@ -75,10 +75,9 @@ MAX_SIZE = 4096
 UNTRAINED = 'untrained'
 # per task: the main metric (the table and the plot, where the evaluator
 # reports it) and its format; per protocol: the x label of the plot
-MAIN_METRIC = {'classification': 'accuracy/top1', 'detection': 'coco/bbox_mAP',
-               'segmentation': 'mIoU'}
-FORMAT = {'classification': '{:.2f}', 'detection': '{:.3f}',
-          'segmentation': '{:.2f}'}
+MAIN_METRIC = {'classification': ('accuracy/top1', '{:.2f}'),
+               'detection': ('coco/bbox_mAP', '{:.3f}'),
+               'segmentation': ('mIoU', '{:.2f}')}
 XLABEL = {'resize-crop': 'test size (centre crop, px)',
           'resize': 'test size (whole image, px)',
           'short-side': 'test size (shorter side, px)'}
@@ -182,14 +181,15 @@ def load_config(parser, args):
         parser.error(f'{args.config}: {e}')
 
 
-def pick_metric(task: str, metrics: dict) -> str:
+def pick_metric(parser, task: str, metrics: dict) -> str:
     """The task's main metric where the evaluator reports it, else its
-    first numeric one."""
+    first numeric one; a usage error if it reports no number."""
     numeric = [k for k, v in metrics.items()
                if isinstance(v, (int, float)) and not isinstance(v, bool)]
     if not numeric:
-        raise ValueError(f'the evaluator reports no number: {metrics}')
-    return MAIN_METRIC[task] if MAIN_METRIC[task] in numeric else numeric[0]
+        parser.error(f'the evaluator reports no number: {metrics}')
+    main = MAIN_METRIC[task][0]
+    return main if main in numeric else numeric[0]
 
 
 def hms(seconds: float) -> str:
@@ -270,7 +270,8 @@ def main(argv=None):
         models=[dict(label=label, checkpoint=ckpt,
                      untrained=label == UNTRAINED and args.no_checkpoint,
                      metrics=results[label]) for label, ckpt in models])
-    fmt, total, t0 = FORMAT[task], len(models) * len(sizes), time.time()
+    fmt = MAIN_METRIC[task][1]
+    total, t0 = len(models) * len(sizes), time.time()
     for label, ckpt in models:
         slug = re.sub(r'[^\w.-]+', '_', label)
         for i, size in enumerate(sizes, 1):
@@ -291,10 +292,7 @@ def main(argv=None):
                 raise
             results[label][str(size)] = metrics
             if report['metric'] not in metrics:
-                try:
-                    report['metric'] = pick_metric(task, metrics)
-                except ValueError as e:
-                    parser.error(str(e))
+                report['metric'] = pick_metric(parser, task, metrics)
             metric = report['metric']
             with open(json_path, 'w') as f:
                 json.dump(report, f, indent=2)

@@ -32,7 +32,7 @@ import common  # noqa: E402
 
 common.setup()
 import analysis_cli as cli  # noqa: E402
-from blocks import block_features, list_blocks, token_positions  # noqa: E402
+from blocks import block_features, token_positions  # noqa: E402
 # REGIONS: the keys of position_probe's result
 from translation_equivariance import REGIONS, region_masks  # noqa: E402
 
@@ -110,12 +110,11 @@ def parse_args(argv=None):
 
 def main(argv=None):
     parser, args = parse_args(argv)
-    backbone, wanted, images = cli.backbone_blocks_images(parser, args)
+    backbone, infos, images = cli.backbone_blocks_images(parser, args)
     if len(images) < 2:
         parser.error('the probe needs at least 2 images (half to fit, half '
                      'to test)')
-    stride = max(i.stride for i in list_blocks(backbone)
-                 if wanted is None or i.index in wanted)
+    stride = max(i.stride for i in infos)
     # every region's R^2 needs an interior of 2x2 inside the border
     side = 2 * args.border + 2
     if min(images.shape[-2:]) < side * stride:
@@ -125,13 +124,13 @@ def main(argv=None):
             f'inside a border of {args.border}) at every block probed, '
             f'whose largest stride is {stride} px: at least {side * stride} '
             'px')
-    feats = block_features(backbone, images, wanted,
+    feats = block_features(backbone, images, [i.index for i in infos],
                            progress=cli.stderr_progress('features (images)'))
     rows = [dict(block=i.index, name=i.name,
                  grid=list(feats[i.index].shape[-2:]),
                  channels=feats[i.index].shape[1],
                  **position_probe(feats[i.index], args.border, args.alpha))
-            for i in list_blocks(backbone) if i.index in feats]
+            for i in infos]
     n_fit = len(images) // 2
     print(f'position probe: ridge (alpha {args.alpha}) fitted on {n_fit} '
           f'images, scored on {len(images) - n_fit} held-out images; border '

@@ -87,26 +87,19 @@ def _cls_pipeline(pipeline: list, size: int, protocol: str) -> list:
     return rest[:found[0]] + new + rest[found[0]:]
 
 
-def _short_side(scale, size: int):
-    """``scale`` times ``size / min(scale)`` (an int scale is square)."""
-    if isinstance(scale, int):
-        return size
-    short = min(scale)
-    return tuple(size if s == short else round(s * size / short)
-                 for s in scale)
-
-
 def _dense_pipeline(pipeline: list, size: int) -> list:
-    """Every Resize's scale times ``size / min(scale)``; its other arguments
-    (``keep_ratio``) kept."""
+    """Every Resize's scale times ``size / min(scale)`` (an int scale is
+    square); its other arguments (``keep_ratio``) kept."""
     for i, t in enumerate(pipeline):
         if transform_name(t) == 'Resize':
-            if t.get('scale') is None:
+            scale = t.get('scale')
+            if scale is None:
                 raise ValueError(
                     f'test pipeline step {i} ({t["type"]}) resizes by '
                     f'scale_factor={t.get("scale_factor")}, not to a scale: '
                     'there is no size to set; give it a scale in the config')
-            t['scale'] = _short_side(t['scale'], size)
+            t['scale'] = size if isinstance(scale, int) else tuple(
+                round(s * size / min(scale)) for s in scale)
     return pipeline
 
 

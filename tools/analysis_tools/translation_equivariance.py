@@ -106,7 +106,9 @@ def translation_equivariance(backbone: nn.Module,
                              batch_size: int = 16,
                              progress: Progress = None) -> List[dict]:
     """Relative equivariance error of every block (``blocks``,
-    ``batch_size`` and ``progress`` as in :func:`block_features`).
+    ``batch_size`` and ``progress`` as in :func:`block_features`; the
+    progress counts the images of all the forward passes, one unshifted
+    and one per shift).
 
     Each shift ``s`` is in patches of the first patch embedding (negative:
     up/left), as above. H and W of ``images`` should be multiples of the
@@ -122,64 +124,58 @@ def translation_equivariance(backbone: nn.Module,
         ``shrunk`` (a PEG has shrunk the map: only unwrapped tokens
         compared). An error is None for an empty region.
     """
-    infos = list_blocks(backbone)
-    patch = infos[0].stride  # pixels per token of the first stage
-    infos = [i for i in infos if blocks is None or i.index in blocks]
-    # block -> shift -> (region as in region_masks, 3): sums of squared
-    # differences and of squared references, tokens compared
-    sums: Dict[int, Dict[int, torch.Tensor]] = {i.index: {} for i in infos}
-    grids, shrunk = {}, {}
-    for start in range(0, len(images), batch_size):
-        batch = images[start:start + batch_size]
-        base = block_features(backbone, batch, blocks, len(batch))
-        for k, s in enumerate(shifts):
-            moved = block_features(
-                backbone, shift(batch, s * patch, s * patch, mode), blocks,
-                len(batch))
-            for info in infos:
-                t = token_shift(s, patch, info.stride)
-                if t is None:
-                    continue
-                f0 = base[info.index]
-                grid = grids[info.index] = tuple(f0.shape[-2:])
-                # a map that a PEG has cropped did not wrap with the image
-                full = tuple(-(-n // info.stride) for n in batch.shape[-2:])
-                shrunk[info.index] = grid != full
-                how = 'zero' if shrunk[info.index] else mode
-                ref = shift(f0, t, t, how)
-                diff2 = (moved[info.index] - ref).pow(2).sum(dim=(0, 1))
-                ref2 = ref.pow(2).sum(dim=(0, 1))
-                terms = torch.stack((diff2, ref2, torch.full_like(
-                    ref2, len(batch)))).double()  # (3, H, W)
-                masks = torch.stack(list(region_masks(
-                    grid, t, t, how, border).values())).double()
-                acc = sums[info.index]
-                acc[s] = acc.get(s, 0) + masks.flatten(1) @ terms.flatten(1).T
-            if progress is not None:
-                progress(start * (1 + len(shifts)) + len(batch) * (k + 2),
-                         len(images) * (1 + len(shifts)))
+    patch = list_blocks(backbone)[0].stride  # pixels per token, stage 0
+
+    def features(k, x):  # forward pass k of 1 + len(shifts)
+
+        def step(done, total):
+            progress(k * total + done, (1 + len(shifts)) * total)
+
+        return block_features(backbone, x, blocks, batch_size,
+                              step if progress else None)
+
+    base = features(0, images)
+    infos = [i for i in list_blocks(backbone) if i.index in base]
+    # a map that a PEG has cropped did not wrap with the image
+    shrunk = {
+        i.index: list(base[i.index].shape[-2:]) != [
+            -(-n // i.stride) for n in images.shape[-2:]]
+        for i in infos
+    }
+    per_shift = {i.index: {} for i in infos}
+    for k, s in enumerate(shifts, 1):
+        moved = features(k, shift(images, s * patch, s * patch, mode))
+        for info in infos:
+            t = token_shift(s, patch, info.stride)
+            if t is None:
+                continue
+            how = 'zero' if shrunk[info.index] else mode
+            ref = shift(base[info.index], t, t, how).double()
+            diff2 = (moved[info.index] - ref).pow(2).sum(dim=(0, 1))
+            ref2 = ref.pow(2).sum(dim=(0, 1))
+            masks = region_masks(ref.shape[-2:], t, t, how, border)
+            per_shift[info.index][s] = dict(
+                tokens=t, **{
+                    region: float(diff2[m].sum() / ref2[m].sum())**.5
+                    if m.any() and ref2[m].sum() else None
+                    for region, m in masks.items()
+                },
+                n_interior=len(images) * int(masks['interior'].sum()),
+                n_border=len(images) * int(masks['border'].sum()))
     results = []
     for info in infos:
-        per_shift = {}
-        for s, acc in sums[info.index].items():
-            errors = {
-                region: (d2 / r2)**.5 if n and r2 else None
-                for region, (d2, r2, n) in zip(REGIONS, acc.tolist())
-            }
-            per_shift[s] = dict(tokens=token_shift(s, patch, info.stride),
-                                **errors, n_interior=int(acc[1, 2]),
-                                n_border=int(acc[2, 2]))
+        errors = per_shift[info.index]
         mean = {}
         for region in REGIONS:
-            values = [e[region] for e in per_shift.values()
+            values = [e[region] for e in errors.values()
                       if e[region] is not None]
             mean[region] = sum(values) / len(values) if values else None
         results.append(
             dict(block=info.index, name=info.name, stride=info.stride,
-                 grid=list(grids.get(info.index, ())), **mean,
-                 per_shift=per_shift,
-                 skipped=[s for s in shifts if s not in per_shift],
-                 shrunk=shrunk.get(info.index, False)))
+                 grid=list(base[info.index].shape[-2:]), **mean,
+                 per_shift=errors,
+                 skipped=[s for s in shifts if s not in errors],
+                 shrunk=shrunk[info.index]))
     return results
 
 
@@ -198,7 +194,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     parser, args = parse_args(argv)
-    backbone, wanted, images = cli.backbone_blocks_images(parser, args)
+    backbone, infos, images = cli.backbone_blocks_images(parser, args)
     patch = list_blocks(backbone)[0].stride
     H, W = images.shape[-2:]
     if H % patch or W % patch:
@@ -208,14 +204,14 @@ def main(argv=None):
             f'whole patches would not be equivariant even without position '
             f'encoding; use a multiple of {patch}, e.g. '
             f'{max(patch, H // patch * patch)}')
-    largest = max(i.stride for i in list_blocks(backbone)
-                  if wanted is None or i.index in wanted)
+    largest = max(i.stride for i in infos)
     if H % largest or W % largest:
         print(f'warning: the {H}x{W} input is not a multiple of the largest '
               f'stride ({largest} px): padding at the bottom/right makes '
               f'even circular shifts inexact', file=sys.stderr)
     results = translation_equivariance(
-        backbone, images, args.shifts, args.mode, args.border, wanted,
+        backbone, images, args.shifts, args.mode, args.border,
+        [i.index for i in infos],
         progress=cli.stderr_progress('forward passes (images)'))
     print(f'translation equivariance ({args.mode} shifts of '
           f'{", ".join(map(str, args.shifts))} patches of {patch} px, both '
@@ -240,7 +236,7 @@ def format_table(results: List[dict]) -> str:
     return cli.text_table(
         ['block', 'stride', 'grid', 'shift (tok)', 'interior', 'border',
          'all'],
-        [[r['name'], str(r['stride']), 'x'.join(map(str, r['grid'])) or '-',
+        [[r['name'], str(r['stride']), 'x'.join(map(str, r['grid'])),
           ','.join(str(e['tokens']) for e in r['per_shift'].values())
           or 'none'] + ['-' if r[k] is None else f'{r[k]:.2e}'
                         for k in ('interior', 'border', 'all')]

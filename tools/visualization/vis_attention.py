@@ -49,8 +49,8 @@ common.setup()
 import analysis_cli as cli  # noqa: E402
 from attention_figures import (save_matrix_png,  # noqa: E402
                                save_query_overlay)
-from blocks import (block_module, list_blocks, run_hooked,  # noqa: E402
-                    token_positions)
+from blocks import (block_module, list_blocks, resolve_block,  # noqa: E402
+                    run_hooked, token_positions)
 
 Query = Union[str, Tuple[int, int]]  # 'cls' or (row, column)
 
@@ -233,8 +233,8 @@ def parse_args(argv=None):
 def main(argv=None):
     parser, args = parse_args(argv)
     model, backbone, cfg = cli.load(parser, args)
-    block = cli.blocks(parser, backbone, [args.block])[0]
     try:
+        block = resolve_block(backbone, args.block)
         batch, rgb = image_from_file(cfg, model, args.image)
         maps = attention_maps(backbone, batch, block)
         full = maps.matrix(0, args.head, extra_tokens=True)
@@ -245,7 +245,6 @@ def main(argv=None):
             maps.query_index(q)  # checks the range
     except ValueError as e:
         parser.error(str(e))
-    name = next(i.name for i in list_blocks(backbone) if i.index == block)
     image_name = osp.splitext(osp.basename(args.image))[0]
     stem = osp.join(args.out_dir,
                     f'{image_name}_block{block}_head{args.head}')
@@ -253,6 +252,7 @@ def main(argv=None):
     H, W = maps.hw_shape
     n = maps.num_extra_tokens
     extra = f'{n} class token + ' if n and args.with_cls else ''
+    name = list_blocks(backbone)[block + 1].name
     title = (f'{type(backbone).__name__} {name}, head {args.head}: '
              f'{matrix.shape[0]}x{matrix.shape[1]} ({extra}{H}x{W} patches'
              f'{", " + maps.kind if maps.kind != "global" else ""})')
@@ -264,7 +264,7 @@ def main(argv=None):
               f'{float(full[n:, :n].sum(-1).mean()):.3f} of their attention '
               f'on average' + ('' if args.with_cls else ' (not drawn)'))
     save_matrix_png(matrix, stem + '_matrix.png', title)
-    written = [stem + '_matrix.png']
+    print(f'wrote {stem}_matrix.png')
     if maps.kind == 'window':
         print('Swin attends within windows: drawn is the first window\'s '
               'matrix; the per-query overlay needs global attention')
@@ -273,13 +273,11 @@ def main(argv=None):
               f'{mean_attention_distance(maps, 0, args.head):.2f} tokens')
         save_query_overlay(maps, rgb, queries, stem + '_queries.png',
                            head=args.head, title=title)
-        written.append(stem + '_queries.png')
+        print(f'wrote {stem}_queries.png')
     if args.save_npy:
         array = maps.attn[:, args.head] if maps.kind == 'window' else matrix
         np.save(stem + '_matrix.npy', array.numpy())
-        written.append(stem + '_matrix.npy')
-    for path in written:
-        print(f'wrote {path}')
+        print(f'wrote {stem}_matrix.npy')
 
 
 def image_from_file(cfg, model, path: str):

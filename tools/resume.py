@@ -63,18 +63,17 @@ def resume_latest(cfg: Config) -> None:
         problem = (checkpoint_problem(path) if osp.isfile(path) else
                    'the file does not exist')
         if problem is None:
-            cfg.resume, cfg.load_from = True, path
-            if damaged or not osp.isfile(record):
-                listing = '; '.join(f'{p}: {w}' for p, w in damaged)
-                _warn(f'--resume: {why}{": " + listing if damaged else ""}. '
-                      f'Resuming from {path}, the newest intact checkpoint '
-                      'of the work dir; the epochs (or iterations) after it '
-                      'are trained again.')
-            return
+            break
         damaged.append((path, problem))
     listing = '; '.join(f'{p}: {w}' for p, w in damaged)
-    raise SystemExit(
-        f'train.py: error: --resume: no intact checkpoint to resume from in '
-        f'{work_dir}. Damaged: {listing}. To train from scratch, delete or '
-        f'move the damaged files and {record}; to resume from a copy kept '
-        'elsewhere, pass it: --resume PATH')
+    if problem is not None:
+        raise SystemExit(
+            f'train.py: error: --resume: no intact checkpoint to resume from '
+            f'in {work_dir}. Damaged: {listing}. To train from scratch, '
+            f'delete or move the damaged files and {record}; to resume from a '
+            'copy kept elsewhere, pass it: --resume PATH')
+    cfg.resume, cfg.load_from = True, path
+    if damaged or not osp.isfile(record):
+        _warn(f'--resume: {why}{": " + listing if damaged else ""}. Resuming '
+              f'from {path}, the newest intact checkpoint of the work dir; '
+              'the epochs (or iterations) after it are trained again.')

@@ -91,17 +91,15 @@ fi
 
 if [ -z "$wheel" ]; then
     say "no cached wheel in $CACHE_DIR"
-    if [ "$BUILD" = cpu ]; then
-        say "compiling mmcv $MMCV_VERSION with CPU ops from source:"
-        say "  this happens once per machine and takes about 25 minutes on 2 cores"
-    else
+    force_cuda=0
+    if [ "$BUILD" != cpu ]; then
+        force_cuda=1
         export CUDA_HOME=$(dirname "$(dirname "$NVCC")")
-        say "compiling mmcv $MMCV_VERSION with CUDA ops (nvcc $NVCC_CUDA," \
-            "CUDA_HOME=$CUDA_HOME) from source, for this machine's GPU:"
-        say "  this happens once per machine and takes several times as long as" \
-            "the CPU build (about 25 minutes on 2 cores); MAX_JOBS sets the" \
-            "parallel jobs"
+        say "CUDA ops for this machine's GPU: nvcc $NVCC_CUDA, CUDA_HOME=$CUDA_HOME"
     fi
+    say "compiling mmcv $MMCV_VERSION with $BUILD ops from source, once per" \
+        "machine: about 25 minutes on 2 cores with CPU ops, several times as" \
+        "long with CUDA ops (MAX_JOBS sets the parallel jobs)"
     start=$(date +%s)
     build=$(mktemp -d)
     # The build imports torch and pkg_resources (gone in setuptools 81).
@@ -112,8 +110,6 @@ if [ -z "$wheel" ]; then
     # torch >= 2.10 headers require C++20; mmcv 2.1.0 hard-codes -std=c++17.
     sed -i 's/-std=c++17/-std=c++20/g' "$build/mmcv-$MMCV_VERSION/setup.py"
     mkdir -p "$CACHE_DIR"
-    force_cuda=0
-    [ "$BUILD" = cpu ] || force_cuda=1
     ( cd "$build" && MMCV_WITH_OPS=1 FORCE_CUDA=$force_cuda \
         MAX_JOBS=${MAX_JOBS:-$(nproc)} \
         "$PY" -m pip wheel --no-deps --no-build-isolation -w "$build/dist" "./mmcv-$MMCV_VERSION" ) \

@@ -70,22 +70,17 @@ def load_checkpoint(path: str) -> dict:
     return safe_load(path, map_location='cpu')
 
 
-def convert_file(src: str, dst: str, family: str, progress=None,
-                 **kwargs) -> str:
+def convert_file(src: str, dst: str, family: str, **kwargs) -> str:
     """Convert the checkpoint file ``src`` of ``family`` into an mmcpvt
-    classifier checkpoint at ``dst``; returns the report's summary.
-
-    ``progress``: a progress bar over the tensors; None (the default) shows
-    it for files of ``PROGRESS_MIN_BYTES`` or more.
-    """
+    classifier checkpoint at ``dst``, with a progress bar over the tensors
+    for files of ``PROGRESS_MIN_BYTES`` or more; returns the report's
+    summary."""
     stem = osp.splitext(osp.basename(src))[0]
     common.check_output('dst', dst, f'{stem}_mmcpvt.pth', source=src)
-    if progress is None:
-        progress = osp.isfile(src) and osp.getsize(
-            src) >= PROGRESS_MIN_BYTES
     checkpoint = state_dict_of(load_checkpoint(src), src)
     converted, report = CONVERTERS[family](
-        checkpoint, progress=progress, **kwargs)
+        checkpoint, progress=osp.getsize(src) >= PROGRESS_MIN_BYTES,
+        **kwargs)
     with io.BytesIO() as f:
         torch.save({'state_dict': converted,
                     'meta': {'converted_from': src, 'family': family}}, f)

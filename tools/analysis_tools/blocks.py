@@ -4,7 +4,7 @@ maps they hand on, recorded by hooks on modules that are all called as
 What the instruments of this folder and tools/visualization/vis_attention.py
 look at.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
@@ -45,7 +45,7 @@ class _Stage:
     pegs: nn.ModuleDict
     stride: int
     # CPVT's position tables after encoders (before the PEG), keyed alike
-    pos_embeds: Optional[nn.ModuleDict] = None
+    pos_embeds: nn.ModuleDict = field(default_factory=nn.ModuleDict)
 
 
 def _stages(backbone: nn.Module) -> List[_Stage]:
@@ -55,7 +55,7 @@ def _stages(backbone: nn.Module) -> List[_Stage]:
         return [
             _Stage(backbone.layers, backbone.pegs,
                    backbone.patch_embed.projection.stride[0],
-                   getattr(backbone, 'pos_embeds', None))
+                   backbone.pos_embeds)
         ]
     if hasattr(backbone, 'patch_embeds') and hasattr(backbone, 'stages'):
         # PVTPEG: a patch embedding per stage
@@ -194,8 +194,8 @@ def block_features(backbone: nn.Module,
         if first + n - 1 in store:
             last = [stage.blocks[-1]] + [
                 modules[str(n - 1)] for modules in (stage.pos_embeds,
-                                                     stage.pegs)
-                if modules is not None and str(n - 1) in modules
+                                                    stage.pegs)
+                if str(n - 1) in modules
             ]
             handles.append(last[-1].register_forward_hook(
                 recorder(first + n - 1)))

@@ -211,11 +211,10 @@ def plot(path: str, results: dict, sizes: list, metric: str, train_size,
          title: str, xlabel: str) -> None:
     """Main metric vs size, one line per model; the training size as a
     dashed vertical line."""
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: no global backend
 
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig = Figure(figsize=(6.4, 4.2))
+    ax = fig.subplots()
     for label, metrics in results.items():
         xs = [s for s in sizes if str(s) in metrics]
         ax.plot(xs, [metrics[str(s)][metric] for s in xs], marker='o',
@@ -229,7 +228,6 @@ def plot(path: str, results: dict, sizes: list, metric: str, train_size,
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 def main(argv=None):

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 import torch
 import torch.nn.functional as F
+# no pyplot: a figure of its own, no global backend change
+from matplotlib.figure import Figure
 
 if TYPE_CHECKING:  # vis_attention.py imports this module
     from vis_attention import AttentionMaps, Query
@@ -22,19 +24,10 @@ def normalise(x: torch.Tensor) -> np.ndarray:
     return (x - x.min()) / span if span > 0 else np.zeros_like(x)
 
 
-def _figure(width: float, height: float):
-    # no pyplot: the Agg canvas only, no global backend change
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    fig = Figure(figsize=(width, height), dpi=100)
-    FigureCanvasAgg(fig)
-    return fig
-
-
 def save_matrix_png(matrix: torch.Tensor, path: str, title: str = ''):
     """The matrix, min-max normalised, as a PNG with a colour bar."""
-    fig = _figure(6, 5)
-    ax = fig.add_subplot(1, 1, 1)
+    fig = Figure(figsize=(6, 5), dpi=100)
+    ax = fig.subplots()
     im = ax.imshow(normalise(matrix), cmap='viridis', interpolation='nearest')
     ax.set_xlabel('key token')
     ax.set_ylabel('query token')
@@ -53,9 +46,8 @@ def save_query_overlay(maps: 'AttentionMaps', image_rgb: np.ndarray,
     from matplotlib.patches import Rectangle
     Hi, Wi = image_rgb.shape[:2]
     kv_stride = maps.stride * (maps.hw_shape[0] // maps.kv_hw_shape[0])
-    fig = _figure(3 * (1 + len(queries)), 3.4)
-    axes = [fig.add_subplot(1, 1 + len(queries), i + 1)
-            for i in range(1 + len(queries))]
+    fig = Figure(figsize=(3 * (1 + len(queries)), 3.4), dpi=100)
+    axes = fig.subplots(1, 1 + len(queries), squeeze=False)[0]
     axes[0].imshow(image_rgb)
     axes[0].set_title('input', fontsize=9)
     s = maps.stride

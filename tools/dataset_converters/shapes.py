@@ -102,9 +102,14 @@ def polygon_mask(poly: np.ndarray, height: int, width: int) -> np.ndarray:
     """(H, W) bool mask of the pixels whose centre lies inside ``poly``
     ((V, 2) ``(x, y)`` in COCO's continuous coordinates), so the mask, its
     box and the polygon agree."""
-    ys, xs = np.mgrid[0:height, 0:width] + 0.5  # pixel centres
-    inside = Path(poly).contains_points(np.stack([xs.ravel(), ys.ravel()], 1))
-    return inside.reshape(height, width)
+    mask = np.zeros((height, width), bool)
+    x0, y0 = np.clip(np.floor(poly.min(0)).astype(int), 0, (width, height))
+    x1, y1 = np.clip(np.ceil(poly.max(0)).astype(int), (x0, y0),
+                     (width, height))
+    ys, xs = np.mgrid[y0:y1, x0:x1] + 0.5  # the pixel centres of its box
+    mask[y0:y1, x0:x1] = Path(poly).contains_points(
+        np.stack([xs.ravel(), ys.ravel()], 1)).reshape(xs.shape)
+    return mask
 
 
 def outline(rng: np.random.Generator, label: int, radius: float, cx: float,

@@ -274,11 +274,7 @@ def _arg_docs(func: Callable) -> dict:
     """The text of each argument in the ``Args:`` section of ``func``'s
     docstring (``name (type): text``), for ``--help``."""
     section = inspect.getdoc(func).split('Args:\n')[1].split('\n\n')[0]
-    docs = {}
-    for line in section.splitlines():
-        match = re.match(r'    (\w+) \(.*?\): (.*)', line)
-        if match:
-            name, docs[match[1]] = match[1], match[2]
-        else:
-            docs[name] += ' ' + line.strip()
-    return {k: v.replace('%', '%%') for k, v in docs.items()}
+    # each text with its continuation lines (indented further)
+    docs = re.findall(r'^    (\w+) \(.*?\): (.*(?:\n {8}.*)*)', section, re.M)
+    return {name: ' '.join(text.split()).replace('%', '%%')
+            for name, text in docs}

@@ -72,6 +72,19 @@ def test_published_checkpoint_is_stripped_hashed_and_loads(tmp_path, capsys):
     assert osp.getsize(final) < osp.getsize(src) / 2  # AdamW state gone
 
 
+def test_save_keys_keeps_the_keys_named(tmp_path, capsys):
+    # as mmdet's publish_model.py: --save-keys names the top-level keys kept
+    src = tmp_path / 'epoch_1.pth'
+    _training_checkpoint(src)
+    publish_model.main([str(src), str(tmp_path / 'out.pth'), '--save-keys',
+                        'state_dict', 'message_hub'])
+    printed = capsys.readouterr().out
+    assert 'removed: meta, optimizer, param_schedulers' in printed, printed
+    published = torch.load(printed.strip().splitlines()[-1],
+                           weights_only=True)
+    assert set(published) == {'state_dict', 'message_hub'}
+
+
 @pytest.mark.parametrize('how', ['same', 'relative', 'symlink'])
 def test_out_file_equal_to_in_file_is_refused(tmp_path, monkeypatch, how):
     src = tmp_path / 'epoch_1.pth'

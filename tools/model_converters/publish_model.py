@@ -37,7 +37,7 @@ from convert_cli import load_checkpoint  # noqa: E402
 SAVE_KEYS = ('meta', 'state_dict')
 
 
-def publish(in_file: str, out_file: str) -> str:
+def publish(in_file: str, out_file: str, save_keys=SAVE_KEYS) -> str:
     """Write the published form of ``in_file`` next to ``out_file``, named
     ``<out_file without .pth>-<sha256[:8]>.pth``; returns that path."""
     stem = osp.splitext(osp.basename(in_file))[0]
@@ -46,10 +46,11 @@ def publish(in_file: str, out_file: str) -> str:
     state_dict = state_dict_of(checkpoint, in_file)
     if 'state_dict' not in checkpoint:  # a bare (converted) or official one
         checkpoint = dict(state_dict=state_dict)
-    removed = [k for k in checkpoint if k not in SAVE_KEYS]
-    checkpoint = {k: v for k, v in checkpoint.items() if k in SAVE_KEYS}
+    removed = [k for k in checkpoint if k not in save_keys]
+    checkpoint = {k: v for k, v in checkpoint.items() if k in save_keys}
     if removed:
-        print(f'removed: {", ".join(removed)} (kept: {", ".join(checkpoint)})')
+        print(f'removed: {", ".join(removed)} (kept: '
+              f'{", ".join(checkpoint)}; --save-keys keeps others)')
 
     with io.BytesIO() as f:
         torch.save(checkpoint, f)
@@ -70,13 +71,16 @@ def parse_args(argv=None):
     parser.add_argument(
         'out_file', help='the published file\'s name before its hash: '
         'OUT_STEM.pth becomes OUT_STEM-<sha256[:8]>.pth')
+    parser.add_argument(
+        '--save-keys', nargs='+', default=list(SAVE_KEYS),
+        help='top-level keys to keep. Defaults to meta state_dict.')
     return parser.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(argv)
     try:
-        print(publish(args.in_file, args.out_file))
+        print(publish(args.in_file, args.out_file, args.save_keys))
     except (FileNotFoundError, ValueError) as e:  # CheckpointError included
         raise SystemExit(f'error: {e}')
 

@@ -2,7 +2,7 @@
 matrix of one head, and the attention of a few query tokens over the image.
 
 Used by tools/visualization/vis_attention.py and
-tools/reproduction/instruments.py, which put this directory on
+tools/reproduction/digits_canvas.py, which put this directory on
 ``sys.path``; the maps come from :func:`vis_attention.attention_maps`.
 """
 from typing import TYPE_CHECKING, Sequence

@@ -1,5 +1,5 @@
 """The statistics and figure that the demo (tools/demo.py) and the digit
-reproduction (tools/reproduction/digits_canvas.py) share: a score for any
+reproduction (tools/reproduction/digits_report.py) share: a score for any
 weighting of the test images, a bootstrap over the images paired between
 models and test sets, a figure with its 95 % interval, as a table cell and
 as points with bars.

@@ -53,7 +53,6 @@ def n_params(module):
     return sum(p.numel() for p in module.parameters())
 
 
-
 def assert_compiles_at_two_sizes(model):
     """``torch.compile(model, fullgraph=True)`` with the 'eager' backend (the
     tracing is tested, not code generation) gives eager's outputs at a square
@@ -69,6 +68,7 @@ def assert_compiles_at_two_sizes(model):
         with torch.no_grad():
             for a, b in zip(model(x), compiled(x)):
                 torch.testing.assert_close(a, b)
+
 
 # A small configuration per registered backbone; the generic tests run over
 # all of them, and a new backbone without an entry fails

@@ -56,7 +56,8 @@ class KeyMatch:
         self.offered = {k: _shape(v) for k, v in offered.items()}
         found = [k for k in self.expected if k in self.offered]
         self.missing = [k for k in self.expected if k not in self.offered]
-        self.matched = [k for k in found if self.offered[k] == self.expected[k]]
+        self.matched = [k for k in found
+                        if self.offered[k] == self.expected[k]]
         self.wrong_shape = [k for k in found
                             if self.offered[k] != self.expected[k]]
         self.unexpected = [k for k in self.offered if k not in self.expected

@@ -26,7 +26,6 @@ from mmengine.utils import import_modules_from_strings
 from tests.utils import ROOT, n_params
 
 
-
 def _is_dense(path):
     """A detection or segmentation config (ImageNet configs of the same
     backbones may share the folders)."""
@@ -211,7 +210,8 @@ def test_entry_point_is_pvt_tiny_peg_1x():
 def test_demo_detection_config():
     """`make demo`'s config inherits the user's entry config and changes
     only data, classes, scale, schedule and the ImageNet checkpoint."""
-    path = osp.join(ROOT, 'configs', 'demo', 'retinanet_pvt-t-peg_demo_coco.py')
+    path = osp.join(ROOT, 'configs', 'demo',
+                    'retinanet_pvt-t-peg_demo_coco.py')
     cfg = _load(path)
     entry = Config.fromfile(osp.join(ROOT, 'configs', ENTRY))
     assert cfg.model.backbone.type == entry.model.backbone.type

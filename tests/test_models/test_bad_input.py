@@ -311,11 +311,11 @@ def test_peg_tokens_that_do_not_match_the_map_are_refused(
 
 @pytest.mark.parametrize('x, hw_shape, kwargs, match', [
     (torch.randn(2, 9, 4), (3, 3), dict(kernel_size=7,
-                                         padding_mode='reflect'),
+                                        padding_mode='reflect'),
      r"PEG\(kernel_size=7, padding=3, padding_mode='reflect', "
      r"num_layers=1\) needs a token map of at least 4x4, got \(3, 3\)"),
     (torch.randn(2, 4, 4), (2, 2), dict(kernel_size=7,
-                                         padding_mode='circular'),
+                                        padding_mode='circular'),
      r'at least 3x3, got \(2, 2\)'),
     (torch.randn(2, 9, 5), (3, 3), {},
      r'PEG takes tokens \(B, N, C\) .* and C = in_channels = 4, got a '

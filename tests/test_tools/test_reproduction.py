@@ -274,7 +274,7 @@ def test_jobs_below_one_is_refused():
 
 
 def test_out_dir_that_is_a_file_is_refused_before_training(tmp_path,
-                                                            capsys):
+                                                           capsys):
     a_file = tmp_path / 'results'
     a_file.write_text('')
     with pytest.raises(SystemExit) as e:

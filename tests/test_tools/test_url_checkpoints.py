@@ -134,7 +134,7 @@ def test_backbone_init_cfg_by_url(served, tmp_path, monkeypatch):
 
 
 def test_control_mmengine_alone_runs_the_pickle(served, tmp_path,
-                                                 monkeypatch):
+                                                monkeypatch):
     """The threat is real: mmengine's http loader, outside our tools and
     hooks, unpickles without weights_only and runs the payload."""
     from mmengine.runner.checkpoint import load_from_http

@@ -298,7 +298,7 @@ def test_destination_equal_to_source_is_refused(tmp_path, monkeypatch, how):
      'layer scale'),
 ])
 def test_files_not_of_the_family_they_claim_are_refused(tmp_path, family,
-                                                         edit, found):
+                                                        edit, found):
     src = tmp_path / 'src.pth'
     torch.save(edit(small_twins()), src)
     with pytest.raises(SystemExit) as e:

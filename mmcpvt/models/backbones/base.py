@@ -11,7 +11,7 @@ from mmcv.cnn.bricks.transformer import PatchEmbed
 from mmengine.logging import MMLogger
 from mmengine.model import BaseModule, ModuleDict
 from mmengine.model.weight_init import (constant_init, normal_init,
-                                         trunc_normal_, trunc_normal_init)
+                                        trunc_normal_, trunc_normal_init)
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from mmcpvt.utils.checkpoint import (CheckpointError, CheckpointMismatchError,

@@ -9,7 +9,6 @@ TINY = dict(embed_dims=[16, 32, 48, 64], num_heads=[1, 2, 3, 4],
             sr_ratios=[8, 4, 2, 1])
 
 
-
 @pytest.mark.parametrize('arch, millions', [('tiny', 12.85), ('small', 24.11),
                                             ('medium', 43.83),
                                             ('large', 60.99)])

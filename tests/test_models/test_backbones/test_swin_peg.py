@@ -8,7 +8,6 @@ from tests.utils import n_params
 TINY = dict(embed_dims=16, depths=[2, 2, 2, 1], num_heads=[1, 2, 2, 4])
 
 
-
 def test_swin_tiny_size():
     no_peg = SwinPEG('tiny', out_type='avg_featmap',
                      peg_positions=((), ) * 4)

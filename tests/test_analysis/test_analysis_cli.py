@@ -173,12 +173,17 @@ def test_unusable_values_are_refused_before_any_work(tiny_config, checkpoint,
             '(16 px)') in err and 'e.g. 64' in err
     err = errors_of(capsys, 'position_probe', tiny_config, '--random-images',
                     '--out', str(tmp_path))
-    assert f'--out {tmp_path} is a directory; give a file name' in err
+    assert (f'--out {tmp_path} is a directory; it takes the file to write, '
+            f'e.g. {tmp_path / "probe.json"}') in err
     err = errors_of(capsys, 'translation_equivariance', tiny_config,
                     '--random-images', '--out', str(tmp_path))
     assert f'--out {tmp_path} is a directory' in err
     a_file = tmp_path / 'a_file'
     a_file.write_text('')
+    err = errors_of(capsys, 'translation_equivariance', tiny_config,
+                    '--random-images', '--out', str(a_file / 'r.json'))
+    assert f'--out {a_file / "r.json"}: {a_file} is a file, not a directory' \
+        in err
     err = errors_of(capsys, 'vis_attention', tiny_config, checkpoint,
                     str(a_file), '--out-dir', str(a_file / 'vis'))
     assert f'--out-dir: {a_file} is a file, not a directory' in err

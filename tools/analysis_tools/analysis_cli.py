@@ -19,7 +19,7 @@ import torch.nn as nn
 
 from blocks import list_blocks, resolve_block
 from common import (CfgOptionsAction, blocking_file,  # tools/common.py
-                    check_cfg_options, require)
+                    check_cfg_options, check_output, require)
 from mmengine.config import Config
 from models import build_model, get_backbone  # tools/models.py
 
@@ -90,10 +90,10 @@ def parse_instrument_args(doc: str, argv, what: str, num_images: int,
         add(f'--{name}', **kwargs)
     args = parser.parse_args(argv)
     if args.out is not None:
-        if osp.isdir(args.out):
-            parser.error(f'--out {args.out} is a directory; give a file '
-                         f'name, e.g. {osp.join(args.out, out_example)}')
-        check_out_dir(parser, f'--out {args.out}', osp.dirname(args.out))
+        try:
+            check_output('--out', args.out, out_example)
+        except ValueError as e:
+            parser.error(str(e))
     return parser, args
 
 

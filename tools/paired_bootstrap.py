@@ -57,18 +57,17 @@ def plot(panels: list, paths: list, title: str = ''):
     test sets, {model: (colour index, [[value, low, high] per test set])})``:
     a point and its bar per model and test set."""
     import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-    plt.rcParams['svg.fonttype'] = 'none'  # text stays text: a small SVG
-    plt.rcParams['svg.hashsalt'] = 'digits-canvas'  # same run, same file
-    fig, axes = plt.subplots(1, len(panels), figsize=(10, 3.8))
+    from matplotlib.figure import Figure  # no pyplot: no global backend
+    fig = Figure(figsize=(10, 3.8))
+    axes = fig.subplots(1, len(panels))
+    tab10 = matplotlib.colormaps['tab10']
     for ax, (label, line, tests, series) in zip(axes, panels):
         for i, (name, (colour, v)) in enumerate(series.items()):
             v = np.array(v)  # (tests, 3)
             x = np.arange(len(tests)) + (i - (len(series) - 1) / 2) * 0.1
             ax.errorbar(x, v[:, 0], yerr=np.abs(v[:, 1:] - v[:, :1]).T,
                         marker='o', ms=3, capsize=2, lw=0, elinewidth=1.2,
-                        label=name, color=plt.get_cmap('tab10')(colour))
+                        label=name, color=tab10(colour))
         if line is not None:
             ax.axhline(line, color='grey', lw=0.8, ls=':')
         ax.set_ylabel(label, fontsize=8)
@@ -82,8 +81,10 @@ def plot(panels: list, paths: list, title: str = ''):
     if title:
         fig.suptitle(title, fontsize=8, wrap=True)
     fig.tight_layout()
-    for path in paths:
-        fig.savefig(path, dpi=110 if path.endswith('.png') else None,
-                    bbox_inches='tight', metadata=dict(Date=None)
-                    if path.endswith('.svg') else None)
-    plt.close(fig)
+    # SVG text stays text (a small file); the same run, the same file
+    with matplotlib.rc_context({'svg.fonttype': 'none',
+                                'svg.hashsalt': 'digits-canvas'}):
+        for path in paths:
+            fig.savefig(path, dpi=110 if path.endswith('.png') else None,
+                        bbox_inches='tight', metadata=dict(Date=None)
+                        if path.endswith('.svg') else None)

@@ -113,10 +113,9 @@ def table(result: dict, key: str, title: str) -> str:
 def plot(result: dict, path: str):
     """Time and memory against the side, log-log: ours solid, theirs dashed,
     a colour per pair; the format by the path's suffix (.svg, .png)."""
-    import matplotlib
-    matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    from matplotlib.figure import Figure  # no pyplot: no global backend
+    fig = Figure(figsize=(11, 4.5))
+    axes = fig.subplots(1, 2)
     for i, model in enumerate(result['exponents']):
         pts = [p for p in result['points']
                if p['model'] == model and p['ms_median'] is not None]

@@ -124,7 +124,8 @@ def translation_equivariance(backbone: nn.Module,
         ``shrunk`` (a PEG has shrunk the map: only unwrapped tokens
         compared). An error is None for an empty region.
     """
-    patch = list_blocks(backbone)[0].stride  # pixels per token, stage 0
+    every_block = list_blocks(backbone)
+    patch = every_block[0].stride  # pixels per token, stage 0
 
     def features(k, x):  # forward pass k of 1 + len(shifts)
 
@@ -135,7 +136,7 @@ def translation_equivariance(backbone: nn.Module,
                               step if progress else None)
 
     base = features(0, images)
-    infos = [i for i in list_blocks(backbone) if i.index in base]
+    infos = [i for i in every_block if i.index in base]
     # a map that a PEG has cropped did not wrap with the image
     shrunk = {
         i.index: list(base[i.index].shape[-2:]) != [

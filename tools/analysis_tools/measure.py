@@ -159,6 +159,9 @@ class Runner:
 
     def __init__(self, settings: Settings):
         s = self.s = settings
+        # fp32 means fp32 (cuDNN's convolutions default to TF32)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
         torch.manual_seed(0)
         self.model = build(s.model).to(s.device)
         self.model.train(s.what == 'train')  # mmpretrain's returns None
@@ -268,8 +271,6 @@ def child_main():
     with the settings it ran and its figures."""
     s = Settings(**json.loads(sys.stdin.read()))
     torch.set_num_threads(s.threads)
-    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32 (cuDNN's
-    torch.backends.cudnn.allow_tf32 = False  # convolutions default to TF32)
     common.setup()  # mmcpvt importable, from this clone if not installed
     figures = measure(Runner(s))
     print(json.dumps(dict(settings=asdict(s), **figures)), flush=True)

@@ -89,12 +89,10 @@ def main():
     args = parser.parse_args()
     if args.device.startswith('cuda') and not torch.cuda.is_available():
         parser.error('--device cuda: torch sees no GPU here; use --device cpu')
-    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32
-    torch.backends.cudnn.allow_tf32 = False
     common.setup()
     MMLogger.get_instance('mmengine').setLevel('WARNING')  # no init dump
-    s = Settings('', 'memory', 'train', args.size, args.batch,
-                 torch.get_num_threads(), args.device)
+    s = Settings('', what='train', size=args.size, batch=args.batch,
+                 threads=torch.get_num_threads(), device=args.device)
     print(header(args.device, s.threads), flush=True)
     failed = 0
     for name in args.cases:

@@ -29,10 +29,10 @@ test: install
 	$(PY) -m pytest tests --durations=30
 
 demo: install
-	$(PY) tools/demo.py
+	$(PY) demo/demo.py
 
 reproduce: install
-	$(PY) tools/reproduction/digits_canvas.py --instruments
+	$(PY) projects/digits_canvas/digits_canvas.py --instruments
 
 clean:
 	rm -rf $(VENV) work_dirs data

@@ -1,4 +1,4 @@
-# The classification demo (`make demo`, tools/demo.py): CPVT-GAP with PEGs
+# The classification demo (`make demo`, demo/demo.py): CPVT-GAP with PEGs
 # after encoders 0-4, shrunk to train on 2 CPU cores in a few minutes on the
 # synthetic ImageNet-layout set of tools/dataset_converters/make_imagenet.py
 # (10 classes of coloured shapes, 64x64). Everything else - the model, the

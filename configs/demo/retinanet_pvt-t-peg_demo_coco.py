@@ -9,7 +9,7 @@ _base_ = '../retinanet_pvt_tiny_peg_1x_coco.py'
 data_root = 'data/demo_coco/'
 classes = ('person', 'bicycle', 'car', 'motorcycle')
 # 192 px images whose objects span 0.16-0.5 of the shorter side
-# (tools/demo.py generates them: make_coco.py --size 192 --object-scale
+# (demo/demo.py generates them: make_coco.py --size 192 --object-scale
 # 0.16 0.5), about 30-100 px: the sizes the anchors cover (32 px and up).
 scale = (192, 192)
 

@@ -2,7 +2,7 @@
 pipeline's resize and crop rewritten for one size) and the config's model as
 initialised, saved as a checkpoint (the untrained baseline). Used by
 tools/analysis_tools/eval_resolutions.py, whose docstring says what a size
-means for each protocol, and tools/demo.py, which put this directory on
+means for each protocol, and demo/demo.py, which put this directory on
 ``sys.path``.
 
 The task follows the config's ``default_scope``: ``mmpretrain``
@@ -21,7 +21,7 @@ sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 import common  # noqa: E402  (tools/common.py)
 
 common.setup()
-import mmcpvt  # noqa: E402,F401  (registers the models: tools/demo.py)
+import mmcpvt  # noqa: E402,F401  (registers the models: demo/demo.py)
 
 TASKS = {'mmpretrain': 'classification', 'mmdet': 'detection',
          'mmseg': 'segmentation'}

@@ -2,8 +2,8 @@
 matrix of one head, and the attention of a few query tokens over the image.
 
 Used by tools/visualization/vis_attention.py and
-tools/reproduction/digits_report.py (digits_canvas.py puts this directory
-on ``sys.path``); the maps come from :func:`vis_attention.attention_maps`.
+projects/digits_canvas/digits_report.py (digits_canvas.py puts this
+directory on ``sys.path``); the maps come from :func:`vis_attention.attention_maps`.
 """
 from typing import TYPE_CHECKING, Sequence
 

@@ -1,5 +1,5 @@
-"""The statistics and figure that the demo (tools/demo.py) and the digit
-reproduction (tools/reproduction/digits_report.py) share: a score for any
+"""The statistics and figure that the demo (demo/demo.py) and the digit
+reproduction (projects/digits_canvas/digits_report.py) share: a score for any
 weighting of the test images, a bootstrap over the images paired between
 models and test sets, a figure with its 95 % interval, as a table cell and
 as points with bars.

@@ -1,4 +1,4 @@
-"""tools/reproduction/digits_canvas.py: the splits and canvases, the
+"""projects/digits_canvas/digits_canvas.py: the splits and canvases, the
 training zoom, the no-decay group, early stopping, the paired bootstrap,
 and a quick run as a user runs it.
 
@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from tests.utils import ROOT, explain, run_tool
 
-SCRIPT = osp.join(ROOT, 'tools', 'reproduction', 'digits_canvas.py')
+SCRIPT = osp.join(ROOT, 'projects', 'digits_canvas', 'digits_canvas.py')
 
 
 def load_tool():

@@ -1,7 +1,8 @@
-"""The demo (tools/demo.py, ``make demo``): the task table, the scores and
+"""The demo (demo/demo.py, ``make demo``): the task table, the scores and
 their paired bootstrap (pycocotools' mAP reproduced, for any weighting of
 the test images), the table, and ``--task cls --quick`` end to end."""
 import contextlib
+import importlib.util
 import io
 import json
 import os.path as osp
@@ -17,9 +18,14 @@ from tests.utils import ROOT, explain, run_tool
 
 @pytest.fixture(scope='module')
 def demo():
-    sys.path.insert(0, osp.join(ROOT, 'tools'))
-    import demo
-    return demo
+    # by path (``import demo`` could find the folder); its sibling
+    # paired_bootstrap.py importable
+    sys.path.insert(0, osp.join(ROOT, 'demo'))
+    path = osp.join(ROOT, 'demo', 'demo.py')
+    spec = importlib.util.spec_from_file_location('_demo', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.mark.parametrize('name', ['det', 'cls'])
@@ -212,11 +218,11 @@ def test_det_evaluation_keeps_what_mmdet_scores(demo, tmp_path):
 
 
 def test_demo_cls_quick(tmp_path):
-    """``tools/demo.py --task cls --quick`` end to end: data, both models
+    """``demo/demo.py --task cls --quick`` end to end: data, both models
     trained at once, tested on every set, a table with intervals, the
     results file and the plot."""
     data_root, work_dir = str(tmp_path / 'data'), str(tmp_path / 'work')
-    proc = run_tool('tools/demo.py', '--task', 'cls', '--quick',
+    proc = run_tool('demo/demo.py', '--task', 'cls', '--quick',
                     '--data-root', data_root, '--work-dir', work_dir,
                     timeout=600)
     assert proc.returncode == 0, explain(proc)

@@ -7,7 +7,7 @@ position encoding (:data:`VARIANTS`) are trained on scikit-learn's digits
 pasted on a canvas and tested, unchanged, on the larger inputs of
 :data:`TEST_SETS`. Set-up, outputs and results: docs/reproduction.md.
 
-Usage: python tools/reproduction/digits_canvas.py [--instruments] [--quick]
+Usage: python projects/digits_canvas/digits_canvas.py [--instruments] [--quick]
 """
 import argparse
 import contextlib
@@ -25,11 +25,13 @@ from typing import Sequence
 import numpy as np
 import torch
 
-# tools/ (common.py, models.py, paired_bootstrap.py), the instruments of
-# analysis_tools/ and visualization/, and the siblings digits_data.py and
-# digits_report.py, also when this file is imported by path
-TOOLS = osp.dirname(osp.dirname(osp.abspath(__file__)))
+# tools/ (common.py, models.py), the instruments of analysis_tools/ and
+# visualization/, demo/paired_bootstrap.py, and the siblings digits_data.py
+# and digits_report.py, also when this file is imported by path
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
+TOOLS = osp.join(REPO, 'tools')
 sys.path.insert(0, TOOLS)
+sys.path.insert(0, osp.join(REPO, 'demo'))
 sys.path.insert(0, osp.join(TOOLS, 'analysis_tools'))
 sys.path.insert(0, osp.join(TOOLS, 'visualization'))
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
@@ -204,7 +206,7 @@ def train_and_test(name: str, seed: int, settings: Settings,
     work_dir = osp.join(out_dir, name, f'seed{seed}')
     os.makedirs(work_dir, exist_ok=True)
     with open(osp.join(work_dir, 'config.py'), 'w') as f:
-        f.write('# Written by tools/reproduction/digits_canvas.py: 1-channel '
+        f.write('# Written by projects/digits_canvas/digits_canvas.py: 1-channel '
                 f'{settings.canvas} px digit canvases, images in 0..255.\n')
         f.write(cfg.pretty_text)
     torch.save({'state_dict': model.state_dict(), 'meta': dict(

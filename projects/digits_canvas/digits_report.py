@@ -1,9 +1,9 @@
-"""The report of tools/reproduction/digits_canvas.py: the paired bootstrap
+"""The report of projects/digits_canvas/digits_canvas.py: the paired bootstrap
 of the accuracy each variant keeps at the larger test sets, the summary,
 its markdown tables and plot, and ``--instruments`` (the position probe,
 translation equivariance and attention of the trained models).
 Imported by digits_canvas.py, which puts tools/, analysis_tools/,
-visualization/ and this directory on ``sys.path``.
+visualization/, demo/ and this directory on ``sys.path``.
 """
 import os.path as osp
 from typing import Dict, List, Sequence, Tuple

@@ -124,6 +124,25 @@ def check_output(option: str, path: str, example: str,
                          f'directory; it takes a file path in a directory')
 
 
+def checked(cast, ok, rule: str):
+    """An argparse type: ``cast(text)``, refused with ``rule`` and the text
+    given unless ``ok`` of it; the one check of the tools' option values."""
+
+    def parse(text: str):
+        value = cast(text)
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f'{rule}, got {text}')
+        return value
+
+    parse.__name__ = cast.__name__  # argparse's "invalid int value"
+    return parse
+
+
+def positive(cast):
+    """:func:`checked` ``cast`` of the text, > 0."""
+    return checked(cast, lambda value: value > 0, 'must be > 0')
+
+
 def require(parser: argparse.ArgumentParser, path: str, what: str) -> None:
     """A usage error naming ``what`` for a local ``path`` that is no file
     (:func:`mmcpvt.utils.checkpoint.require_file`)."""

@@ -38,7 +38,8 @@ sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 import common  # noqa: E402
 
 common.setup()
-from analysis_cli import check_out_dir, checked  # noqa: E402
+from analysis_cli import check_out_dir  # noqa: E402
+from common import checked  # noqa: E402
 from digits_data import (DEFAULT_VARIANTS, NUM_CLASSES,  # noqa: E402
                          PIXEL_MEAN, PIXEL_STD, REFERENCE, TEST_SETS,
                          VARIANT_NAMES, VARIANTS, Settings, load_split,
@@ -206,8 +207,9 @@ def train_and_test(name: str, seed: int, settings: Settings,
     work_dir = osp.join(out_dir, name, f'seed{seed}')
     os.makedirs(work_dir, exist_ok=True)
     with open(osp.join(work_dir, 'config.py'), 'w') as f:
-        f.write('# Written by projects/digits_canvas/digits_canvas.py: 1-channel '
-                f'{settings.canvas} px digit canvases, images in 0..255.\n')
+        f.write('# Written by projects/digits_canvas/digits_canvas.py: '
+                f'1-channel {settings.canvas} px digit canvases, images in '
+                '0..255.\n')
         f.write(cfg.pretty_text)
     torch.save({'state_dict': model.state_dict(), 'meta': dict(
         variant=name, seed=seed, accuracy=acc, canvas=settings.canvas,

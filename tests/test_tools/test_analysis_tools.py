@@ -230,9 +230,9 @@ def benchmark():
     (['--compile', 'retinanet-pvt-tiny-peg'],
      "argument --compile: invalid choice: 'retinanet-pvt-tiny-peg' (choose "
      "from 'cpvt-tiny',"),
-    (['--batch', '0'], 'argument --batch: 0 given, > 0 is allowed'),
-    (['--sizes', '224', '-1'], 'argument --sizes: -1 given, > 0 is allowed'),
-    (['--min-time', '0'], 'argument --min-time: 0.0 given, > 0 is allowed'),
+    (['--batch', '0'], 'argument --batch: must be > 0, got 0'),
+    (['--sizes', '224', '-1'], 'argument --sizes: must be > 0, got -1'),
+    (['--min-time', '0'], 'argument --min-time: must be > 0, got 0'),
     (['--amp', 'fp8'], "argument --amp: invalid choice: 'fp8'"),
     (['--device', 'cuda'], "argument --device: 'cuda' given, but torch sees "
      'no GPU here; allowed: cpu')])

@@ -264,13 +264,14 @@ def test_bad_inputs(tool, capsys, tmp_path):
          'as initialised, pass --no-checkpoint'),
         ([CLS_CONFIG, 'nope.pth'], 'checkpoint file not found: nope.pth'),
         ([CLS_CONFIG, str(ckpt), '--sizes', '224', '0'],
-         "a size is a positive number of pixels, got '0'"),
+         'argument --sizes: a size is 1 to 4096 px (larger test images do '
+         'not fit in memory), got 0'),
         ([CLS_CONFIG, str(ckpt), '--sizes', 'big'],
-         "a size is a positive number of pixels, got 'big'"),
+         "argument --sizes: invalid int value: 'big'"),
         # refused, not killed for memory
         ([CLS_CONFIG, str(ckpt), '--sizes', '224', '100000'],
-         "argument --sizes: a size is at most 4096 px (larger test images "
-         "do not fit in memory), got '100000'"),
+         'argument --sizes: a size is 1 to 4096 px (larger test images do '
+         'not fit in memory), got 100000'),
         ([CLS_CONFIG, str(ckpt), '--out-dir', str(ckpt / 'out')],
          f'--out-dir: {ckpt} is a file, not a directory'),
         ([CLS_CONFIG, str(ckpt), '--protocol', 'crop'],

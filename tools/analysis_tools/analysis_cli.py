@@ -19,23 +19,9 @@ import torch.nn as nn
 
 from blocks import list_blocks, resolve_block
 from common import (CfgOptionsAction, blocking_file,  # tools/common.py
-                    check_cfg_options, check_output, require)
+                    check_cfg_options, check_output, checked, require)
 from mmengine.config import Config
 from models import build_model, get_backbone  # tools/models.py
-
-
-def checked(cast: Callable, ok: Callable, rule: str) -> Callable:
-    """An argparse type: ``cast(text)``, refused with ``rule`` and the text
-    given unless ``ok`` of it."""
-
-    def parse(text: str):
-        value = cast(text)
-        if not ok(value):
-            raise argparse.ArgumentTypeError(f'{rule}, got {text}')
-        return value
-
-    parse.__name__ = cast.__name__  # argparse's "invalid int value"
-    return parse
 
 
 def make_parser(doc: str, checkpoint_required: bool = False):

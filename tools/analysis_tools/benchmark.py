@@ -31,7 +31,8 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from measure import (MODELS, Settings, header, is_detector,  # noqa: E402
-                     positive, run_child)
+                     run_child)
+from common import positive  # noqa: E402  (tools/common.py)
 
 TARGETS = os.path.join(HERE, 'benchmark_targets.yml')
 TARGET_KEYS = {'ours', 'theirs', 'what', 'size', 'ratio'}

@@ -21,7 +21,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from measure import (MODELS, Settings, header, is_detector,  # noqa: E402
-                     markdown, positive, run_child)
+                     markdown, run_child)
+from common import positive  # noqa: E402  (tools/common.py)
 
 # CPVT-Ti, PVTPEG-T, SwinPEG-T, each followed by what users run instead
 DEFAULT_MODELS = ['cpvt-tiny', 'deit_tiny_patch16_224@timm', 'pvt-tiny-peg',

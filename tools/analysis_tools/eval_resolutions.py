@@ -62,7 +62,8 @@ import common  # noqa: E402
 
 common.setup()
 from analysis_cli import check_out_dir, text_table  # noqa: E402
-from common import CfgOptionsAction, apply_common_args, require  # noqa: E402
+from common import (CfgOptionsAction, apply_common_args,  # noqa: E402
+                    checked, require)
 from mmcpvt.utils.checkpoint import check_checkpoint  # noqa: E402
 from resolution import (PROTOCOLS, config_task, describe,  # noqa: E402
                         pipeline_dataset, resized_pipeline, run_test,
@@ -83,18 +84,6 @@ XLABEL = {'resize-crop': 'test size (centre crop, px)',
           'short-side': 'test size (shorter side, px)'}
 
 
-def size_arg(text: str) -> int:
-    value = int(text) if text.isdigit() else 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(
-            f'a size is a positive number of pixels, got {text!r}')
-    if value > MAX_SIZE:
-        raise argparse.ArgumentTypeError(
-            f'a size is at most {MAX_SIZE} px (larger test images do not fit '
-            f'in memory), got {text!r}')
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__,
@@ -103,7 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     add('config', help='mmpretrain, mmdet or mmseg config')
     add('checkpoint', nargs='*', help='checkpoint files, one row each (at '
         'least one, unless --no-checkpoint)')
-    add('--sizes', type=size_arg, nargs='+', default=PAPER_SIZES,
+    add('--sizes', nargs='+', default=PAPER_SIZES, type=checked(
+        int, lambda v: 0 < v <= MAX_SIZE, f'a size is 1 to {MAX_SIZE} px '
+        '(larger test images do not fit in memory)'),
         help='test sizes in pixels (the crop side for resize-crop, the '
         'image side for resize, the shorter side for short-side), 1 to '
         f'{MAX_SIZE}. Defaults to the paper\'s '

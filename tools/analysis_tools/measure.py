@@ -4,7 +4,6 @@
 process for each measurement (run_child, which runs this file), and the
 header and markdown of their tables.
 """
-import argparse
 import ctypes
 import importlib
 import json
@@ -119,18 +118,6 @@ def row(cells) -> str:
 def markdown(head: list, rows=()) -> list[str]:
     """A markdown table's lines: ``head``, the rule, ``rows`` of cells."""
     return [row(head), '|---' * len(head) + '|', *map(row, rows)]
-
-
-def positive(cast):
-    """An argparse type: ``cast`` of the text, refused unless > 0."""
-    def check(text):
-        value = cast(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f'{value} given, > 0 is allowed')
-        return value
-
-    check.__name__ = cast.__name__  # argparse: "invalid int value: 'x'"
-    return check
 
 
 @dataclass

@@ -102,7 +102,7 @@ def position_probe(maps: torch.Tensor, border: int = 1,
 def parse_args(argv=None):
     return cli.parse_instrument_args(
         __doc__, argv, 'probe', num_images=64, out_example='probe.json',
-        alpha=dict(type=cli.checked(
+        alpha=dict(type=common.checked(
             float, lambda v: v > 0, 'the ridge penalty must be > 0 (0 '
             'leaves the fit singular where features are constant)'),
             default=1.0, help='ridge penalty, > 0 (default 1.0)'))

@@ -31,8 +31,7 @@ import torch
 from mmengine.logging import MMLogger
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from measure import (Runner, Settings, common, header,  # noqa: E402
-                     positive)
+from measure import Runner, Settings, common, header  # noqa: E402
 
 warnings.filterwarnings(  # mmcv-lite's, on importing mmcv.cnn
     'ignore', message='Fail to import ``MultiScaleDeformableAttention')
@@ -83,9 +82,9 @@ def main():
         help='autocast dtypes besides fp32 (default: both)')
     add('--cases', nargs='+', choices=CHECKED, default=CHECKED,
         help='these only (default: all)')
-    add('--batch', type=positive(int), default=8)
-    add('--size', type=positive(int), default=224)
-    add('--steps', type=positive(int), default=4)
+    add('--batch', type=common.positive(int), default=8)
+    add('--size', type=common.positive(int), default=224)
+    add('--steps', type=common.positive(int), default=4)
     args = parser.parse_args()
     if args.device.startswith('cuda') and not torch.cuda.is_available():
         parser.error('--device cuda: torch sees no GPU here; use --device cpu')

@@ -184,7 +184,7 @@ def parse_args(argv=None):
     return cli.parse_instrument_args(
         __doc__, argv, 'report', num_images=16,
         out_example='equivariance.json',
-        shifts=dict(type=cli.checked(int, bool, '0 is no shift'), nargs='+',
+        shifts=dict(type=common.checked(int, bool, '0 is no shift'), nargs='+',
                     default=[1, 2, 3], metavar='S',
                     help='shifts in patches, applied down and right '
                     '(negative: up and left), not 0; default 1 2 3'),

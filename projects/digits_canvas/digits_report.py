@@ -11,7 +11,6 @@ from typing import Dict, List, Sequence, Tuple
 import numpy as np
 import paired_bootstrap as paired
 import torch
-from attention_figures import save_matrix_png, save_query_overlay
 from blocks import block_features
 from digits_data import (INSTRUMENT_IMAGES, LABELS, NUM_CLASSES, PIXEL_MEAN,
                          PIXEL_STD, REFERENCE, TEST_SETS, VARIANT_NAMES,
@@ -21,7 +20,8 @@ from models import get_backbone
 from position_probe import position_probe
 from translation_equivariance import REGIONS, translation_equivariance
 from vis_attention import (attention_maps, default_queries,
-                           mean_attention_distance)
+                           mean_attention_distance, save_matrix_png,
+                           save_query_overlay)
 
 ATTENTION_BLOCK = 1  # the paper's Fig. 5 shows the second encoder
 

@@ -92,10 +92,9 @@ def test_figures_and_attention_distance(tmp_path):
                            (8, 8), (8, 8), 1, 8)
     assert vis.mean_attention_distance(
         local) < 0.5 * vis.mean_attention_distance(uniform)
-    figures = tool_module('tools/visualization/attention_figures.py')
-    figures.save_matrix_png(maps.matrix(), str(tmp_path / 'm.png'), 'title')
+    vis.save_matrix_png(maps.matrix(), str(tmp_path / 'm.png'), 'title')
     rgb = torch.randint(0, 255, (64, 64, 3), dtype=torch.uint8).numpy()
-    figures.save_query_overlay(maps, rgb, default_queries(maps) + [(7, 0)],
-                               str(tmp_path / 'q.png'))
+    vis.save_query_overlay(maps, rgb, default_queries(maps) + [(7, 0)],
+                           str(tmp_path / 'q.png'))
     assert (tmp_path / 'm.png').stat().st_size > 1000
     assert (tmp_path / 'q.png').stat().st_size > 1000

@@ -36,19 +36,19 @@ from typing import List, Optional, Tuple, Union
 import numpy as np
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
+# no pyplot: a figure of its own, no global backend change
+from matplotlib.figure import Figure
 
-# tools/ (common.py, models.py), this folder (attention_figures.py) and
-# tools/analysis_tools (analysis_cli.py, blocks.py)
+# tools/ (common.py, models.py) and tools/analysis_tools (analysis_cli.py,
+# blocks.py)
 TOOLS = osp.dirname(osp.dirname(osp.abspath(__file__)))
 sys.path.insert(0, TOOLS)
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
 sys.path.insert(0, osp.join(TOOLS, 'analysis_tools'))
 import common  # noqa: E402
 
 common.setup()
 import analysis_cli as cli  # noqa: E402
-from attention_figures import (save_matrix_png,  # noqa: E402
-                               save_query_overlay)
 from blocks import (block_module, list_blocks, resolve_block,  # noqa: E402
                     run_hooked, token_positions)
 
@@ -200,6 +200,70 @@ def mean_attention_distance(maps: AttentionMaps, image: int = 0,
     return float((a * torch.cdist(q, k)).sum(1).mean())
 
 
+def normalise(x: torch.Tensor) -> np.ndarray:
+    """Min-max scaled to [0, 1] (a constant array gives zeros)."""
+    x = x.detach().double().cpu().numpy()
+    span = x.max() - x.min()
+    return (x - x.min()) / span if span > 0 else np.zeros_like(x)
+
+
+def save_matrix_png(matrix: torch.Tensor, path: str, title: str = ''):
+    """The matrix, min-max normalised, as a PNG with a colour bar."""
+    fig = Figure(figsize=(6, 5), dpi=100)
+    ax = fig.subplots()
+    im = ax.imshow(normalise(matrix), cmap='viridis', interpolation='nearest')
+    ax.set_xlabel('key token')
+    ax.set_ylabel('query token')
+    ax.set_title(title, fontsize=9)
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def save_query_overlay(maps: AttentionMaps, image_rgb: np.ndarray,
+                       queries: List[Query], path: str, image: int = 0,
+                       head: int = 0, title: str = ''):
+    """The image with the queries marked, then for each query its
+    attention over the key patches (min-max normalised, upsampled by
+    nearest neighbour onto the image), side by side."""
+    from matplotlib.patches import Rectangle
+    Hi, Wi = image_rgb.shape[:2]
+    kv_stride = maps.stride * (maps.hw_shape[0] // maps.kv_hw_shape[0])
+    fig = Figure(figsize=(3 * (1 + len(queries)), 3.4), dpi=100)
+    axes = fig.subplots(1, 1 + len(queries), squeeze=False)[0]
+    axes[0].imshow(image_rgb)
+    axes[0].set_title('input', fontsize=9)
+    s = maps.stride
+    for ax, query in zip(axes[1:], queries):
+        heat = maps.query_map(query, image, head)  # (H', W')
+        heat = F.interpolate(
+            torch.as_tensor(normalise(heat))[None, None],
+            scale_factor=kv_stride, mode='nearest')[0, 0, :Hi, :Wi]
+        ax.imshow(image_rgb)
+        ax.imshow(heat.numpy(), cmap='jet', alpha=0.55, vmin=0, vmax=1,
+                  extent=(-0.5, heat.shape[1] - 0.5, heat.shape[0] - 0.5,
+                          -0.5))
+        row = maps.matrix(image, head, True)[maps.query_index(query)]
+        if query == 'cls':
+            label = 'query: class token'
+        else:
+            r, c = query
+            label = f'query: ({r}, {c})'
+            for a in (axes[0], ax):
+                a.add_patch(
+                    Rectangle((c * s - 0.5, r * s - 0.5), s, s, fill=False,
+                              edgecolor='white', linewidth=1.5))
+        if maps.num_extra_tokens:
+            label += f'\nto cls: {float(row[0]):.3f}'
+        ax.set_title(label, fontsize=9)
+    for ax in axes:
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
 def parse_args(argv=None):
     parser = cli.make_parser(__doc__, checkpoint_required=True)
     add = parser.add_argument
@@ -286,7 +350,7 @@ def image_from_file(cfg, model, path: str):
 
     Returns:
         tuple: ``(batch (1, 3, H, W), rgb (H, W, 3) uint8)``, the second the
-        image as the model sees it, for display.
+        pipeline's image before normalisation and padding, for display.
     """
     from mmengine.dataset import Compose
     pipeline = copy.deepcopy(cfg.get('test_dataloader', {}).get(
@@ -296,24 +360,9 @@ def image_from_file(cfg, model, path: str):
                          '(test_dataloader.dataset.pipeline)')
     pipeline = [t for t in pipeline if 'LoadAnnotations' not in t['type']]
     packed = Compose(pipeline)(dict(img_path=path, img_id=0))
-    batch = cli.preprocess(model, [packed['inputs']],
-                           [packed['data_samples']])
-    return batch, to_display(model, batch[0])
-
-
-def to_display(model, image):
-    """A normalised (3, H, W) model input back to an (H, W, 3) uint8 RGB
-    array, with the preprocessor's mean and std."""
-    pre = getattr(model, 'data_preprocessor', None)
-    x = image.detach().float().cpu()
-    if pre is not None and getattr(pre, '_enable_normalize', False):
-        x = x * pre.std.cpu() + pre.mean.cpu()
-    # mmpretrain says to_rgb, mmdet / mmseg _channel_conversion; without
-    # it the model sees the BGR order the image was loaded in
-    if pre is not None and not getattr(pre, 'to_rgb', getattr(
-            pre, '_channel_conversion', True)):
-        x = x.flip(0)
-    return x.clamp(0, 255).round().byte().permute(1, 2, 0).numpy()
+    image = packed['inputs']  # uint8 (C, H, W) in the BGR order of loading
+    batch = cli.preprocess(model, [image], [packed['data_samples']])
+    return batch, image.flip(0).permute(1, 2, 0).numpy()
 
 
 if __name__ == '__main__':

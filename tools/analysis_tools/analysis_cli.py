@@ -202,11 +202,9 @@ def preprocess(model: nn.Module, inputs: list, data_samples=None):
     pre = getattr(model, 'data_preprocessor', None)
     if pre is None:
         return torch.stack(inputs).float()
-    data = dict(inputs=inputs)
-    if data_samples is not None:
-        data['data_samples'] = data_samples
-    with torch.no_grad():
-        return pre(data, False)['inputs'].cpu()
+    with torch.no_grad():  # data_samples None: as if there were none
+        return pre(dict(inputs=inputs, data_samples=data_samples),
+                   False)['inputs'].cpu()
 
 
 def random_images(model: nn.Module, num_images: int, img_size,

@@ -123,9 +123,7 @@ def block_module(backbone: nn.Module, index: int) -> nn.Module:
 
 def token_positions(H: int, W: int) -> torch.Tensor:
     """(H*W, 2) float64 (row, column) of an H x W map's tokens, row-major."""
-    rows, cols = torch.meshgrid(torch.arange(H), torch.arange(W),
-                                indexing='ij')
-    return torch.stack((rows.flatten(), cols.flatten()), dim=1).double()
+    return torch.cartesian_prod(torch.arange(H), torch.arange(W)).double()
 
 
 def run_hooked(backbone: nn.Module, images: torch.Tensor, batch_size: int,

@@ -136,26 +136,26 @@ def translation_equivariance(backbone: nn.Module,
                               step if progress else None)
 
     base = features(0, images)
-    infos = [i for i in every_block if i.index in base]
-    # a map that a PEG has cropped did not wrap with the image
-    shrunk = {
-        i.index: list(base[i.index].shape[-2:]) != [
-            -(-n // i.stride) for n in images.shape[-2:]]
-        for i in infos
-    }
-    per_shift = {i.index: {} for i in infos}
+    results = [
+        dict(block=i.index, name=i.name, stride=i.stride,
+             grid=list(base[i.index].shape[-2:]), per_shift={},
+             # a map that a PEG has cropped did not wrap with the image
+             shrunk=list(base[i.index].shape[-2:]) != [
+                 -(-n // i.stride) for n in images.shape[-2:]])
+        for i in every_block if i.index in base
+    ]
     for k, s in enumerate(shifts, 1):
         moved = features(k, shift(images, s * patch, s * patch, mode))
-        for info in infos:
-            t = token_shift(s, patch, info.stride)
+        for r in results:
+            t = token_shift(s, patch, r['stride'])
             if t is None:
                 continue
-            how = 'zero' if shrunk[info.index] else mode
-            ref = shift(base[info.index], t, t, how).double()
-            diff2 = (moved[info.index] - ref).pow(2).sum(dim=(0, 1))
+            how = 'zero' if r['shrunk'] else mode
+            ref = shift(base[r['block']], t, t, how).double()
+            diff2 = (moved[r['block']] - ref).pow(2).sum(dim=(0, 1))
             ref2 = ref.pow(2).sum(dim=(0, 1))
             masks = region_masks(ref.shape[-2:], t, t, how, border)
-            per_shift[info.index][s] = dict(
+            r['per_shift'][s] = dict(
                 tokens=t, **{
                     region: float(diff2[m].sum() / ref2[m].sum())**.5
                     if m.any() and ref2[m].sum() else None
@@ -163,20 +163,12 @@ def translation_equivariance(backbone: nn.Module,
                 },
                 n_interior=len(images) * int(masks['interior'].sum()),
                 n_border=len(images) * int(masks['border'].sum()))
-    results = []
-    for info in infos:
-        errors = per_shift[info.index]
-        mean = {}
+    for r in results:
+        r['skipped'] = [s for s in shifts if s not in r['per_shift']]
         for region in REGIONS:
-            values = [e[region] for e in errors.values()
+            values = [e[region] for e in r['per_shift'].values()
                       if e[region] is not None]
-            mean[region] = sum(values) / len(values) if values else None
-        results.append(
-            dict(block=info.index, name=info.name, stride=info.stride,
-                 grid=list(base[info.index].shape[-2:]), **mean,
-                 per_shift=errors,
-                 skipped=[s for s in shifts if s not in errors],
-                 shrunk=shrunk[info.index]))
+            r[region] = sum(values) / len(values) if values else None
     return results
 
 

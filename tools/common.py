@@ -343,11 +343,8 @@ def apply_common_args(cfg: Config, args) -> Config:
             raise SystemExit(f'{prog}: error: {e}') from None
         _warn_config_variables(cfg, args.cfg_options)
         cfg.merge_from_dict(args.cfg_options)
-    if args.work_dir is not None:
-        cfg.work_dir = args.work_dir
-    elif cfg.get('work_dir', None) is None:
-        cfg.work_dir = osp.join('./work_dirs',
-                                osp.splitext(osp.basename(args.config))[0])
+    cfg.work_dir = args.work_dir or cfg.get('work_dir', None) or osp.join(
+        './work_dirs', osp.splitext(osp.basename(args.config))[0])
     # the work dir, or the nearest of its parents that exists, must be a
     # directory (the runner's makedirs fails on a file with a traceback)
     existing = blocking_file(osp.abspath(cfg.work_dir))

@@ -59,20 +59,6 @@ def _files_under(out_dir: str) -> List[str]:
         [d for d in dirs if osp.islink(osp.join(dirpath, d))])
 
 
-def check_out_dir(out_dir: str):
-    """FileExistsError naming ``--out`` unless ``out_dir`` is a directory or
-    can be made one."""
-    blocked = blocking_file(osp.abspath(out_dir))
-    if blocked == osp.abspath(out_dir):
-        raise FileExistsError(
-            f'--out {out_dir} is a file, not a directory. Give a '
-            f'directory for the data set (it is made if missing).')
-    if blocked:
-        raise FileExistsError(
-            f'--out {out_dir} lies under {blocked}, which is a file, '
-            f'not a directory. Give a directory for the data set.')
-
-
 def check_args(args: dict, limits: Limits):
     """ValueError for the first of ``args`` out of its ``limits``, naming
     the option, the value and what is allowed."""
@@ -212,7 +198,11 @@ class Generator:
         (``update()`` after each image, a JPEG) and return ``args`` with
         the code id and what ``write`` returns, as recorded in the
         marker."""
-        check_out_dir(out_dir)
+        blocked = blocking_file(osp.abspath(out_dir))
+        if blocked:
+            raise FileExistsError(
+                f'--out {out_dir}: {blocked} is a file; give a directory for '
+                f'the data set (it is made if missing)')
         # as in the marker: lists for tuples, and the code that wrote it
         args = json.loads(json.dumps(dict(args, generator=self.code_id())))
         check_args(args, self.limits)

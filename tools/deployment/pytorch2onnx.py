@@ -113,10 +113,14 @@ def parse_args(argv=None):
     parser.add_argument('--output-file', help='the .onnx file (default: '
                         'work_dirs/<config name>/<config name>.onnx)')
     parser.add_argument(
-        '--shape', type=int, nargs='+', default=[224], metavar='SIZE',
+        '--shape', type=common.positive(int), nargs='+', default=[224],
+        metavar='SIZE',
         help='input H [W] of the trace and the first check (default 224)')
-    parser.add_argument('--opset', type=int, default=DEFAULT_OPSET,
-                        help=f'at least {MIN_OPSET} (default %(default)s)')
+    parser.add_argument(
+        '--opset', default=DEFAULT_OPSET,
+        type=common.checked(int, lambda opset: opset >= MIN_OPSET,
+                            f'must be >= {MIN_OPSET}: the attention needs it'),
+        help=f'at least {MIN_OPSET} (default %(default)s)')
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument('--dynamic-export', dest='dynamic', action='store_true',
                       default=True, help='dynamic batch, height and width '
@@ -129,7 +133,8 @@ def parse_args(argv=None):
                         help='check a --static file too (a dynamic one '
                         'always is)')
     parser.add_argument(
-        '--verify-shape', type=int, nargs=2, metavar=('H', 'W'),
+        '--verify-shape', type=common.positive(int), nargs=2,
+        metavar=('H', 'W'),
         help='the second size of the check (default: --shape x 0.9 and x '
         '1.1, made odd: no patch, stride or window divides it)')
     parser.add_argument(
@@ -139,15 +144,9 @@ def parse_args(argv=None):
                         action=common.CfgOptionsAction,
                         help='override config settings, key=value')
     args = parser.parse_args(argv)
-    if len(args.shape) not in (1, 2) or min(args.shape) < 1:
-        parser.error(f'--shape takes H [W] (positive), got {args.shape}')
+    if len(args.shape) > 2:
+        parser.error(f'--shape takes H [W], got {args.shape}')
     args.shape = (args.shape[0], args.shape[-1])
-    if args.opset < MIN_OPSET:
-        parser.error(f'--opset {args.opset} is too old: the attention '
-                     f'needs >= {MIN_OPSET} ({DEFAULT_OPSET} is the default)')
-    if args.verify_shape is not None and min(args.verify_shape) < 1:
-        parser.error(f'--verify-shape takes positive H W, got '
-                     f'{args.verify_shape}')
     if args.checkpoint is not None:
         common.require(parser, args.checkpoint, 'checkpoint')
     name = osp.splitext(osp.basename(args.config))[0]
@@ -222,9 +221,7 @@ def export(module: nn.Module, output_file: str, shape: Sequence[int],
                 output_names=output_names, dynamic_axes=dynamic_axes,
                 do_constant_folding=True)
     model = onnx.load(output_file)
-    for key, value in (metadata or {}).items():
-        prop = model.metadata_props.add()
-        prop.key, prop.value = key, value
+    onnx.helper.set_model_props(model, metadata or {})
     onnx.checker.check_model(model)
     onnx.save(model, output_file)
 

@@ -15,7 +15,7 @@ import sys
 import time
 import warnings
 from collections import namedtuple
-from contextlib import redirect_stderr, redirect_stdout
+from contextlib import redirect_stdout
 from types import SimpleNamespace as Task
 from typing import Callable, Dict, Optional
 
@@ -213,9 +213,7 @@ def evaluate_model(task_name: str, index: int, runs: list, out_dir: str):
         out = osp.join(out_dir, label.replace(' ', '_'))
         os.makedirs(out, exist_ok=True)
         if label == UNTRAINED.label:  # its init table goes to a file
-            with open(osp.join(out, 'init.log'), 'w') as log, \
-                    redirect_stdout(log), redirect_stderr(log):
-                save_untrained(cfg, checkpoint)
+            save_untrained(cfg, checkpoint, osp.join(out, 'init.log'))
         cfg.load_from, cfg.work_dir, cfg.launcher = checkpoint, out, 'none'
         task.keep(cfg, out)
         print(f'[demo] test {name}: {label}, {size} px', flush=True)

@@ -30,8 +30,8 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from measure import (MODELS, Settings, header, is_detector,  # noqa: E402
-                     run_child)
+from measure import (MODELS, Settings, device_arg, header,  # noqa: E402
+                     is_detector, run_child)
 from common import positive  # noqa: E402  (tools/common.py)
 
 TARGETS = os.path.join(HERE, 'benchmark_targets.yml')
@@ -171,7 +171,8 @@ def parse_args(argv=None):
     add('--batch', type=positive(int), default=16,
         help=f'batch of backbones (detectors: {DETECTOR_BATCH})')
     add('--threads', type=positive(int), default=torch.get_num_threads())
-    add('--device', default='cpu', help='cpu (default) or cuda[:N]')
+    add('--device', default='cpu', type=device_arg,
+        help='cpu (default) or cuda[:N]')
     add('--amp', choices=('fp32', 'bf16', 'fp16'), default='fp32',
         help='fp32 (default; TF32 off on a GPU), or autocast to bf16, or to '
         'fp16 with GradScaler')
@@ -185,9 +186,6 @@ def parse_args(argv=None):
     add('--json', help='also write the results here')
     args = parser.parse_args(argv)
     args.runs += args.runs % 2
-    if args.device.startswith('cuda') and not torch.cuda.is_available():
-        parser.error(f'argument --device: {args.device!r} given, but torch '
-                     'sees no GPU here; allowed: cpu')
     if not (args.pairs or args.compile is not None
             or args.memory is not None):
         for t in load_targets(args.targets):

@@ -20,8 +20,8 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from measure import (MODELS, Settings, header, is_detector,  # noqa: E402
-                     markdown, run_child)
+from measure import (MODELS, Settings, device_arg, header,  # noqa: E402
+                     is_detector, run_child)
 from common import positive  # noqa: E402  (tools/common.py)
 
 # CPVT-Ti, PVTPEG-T, SwinPEG-T, each followed by what users run instead
@@ -61,18 +61,18 @@ def run(args) -> list[dict]:
             print(f'[{r + 1}/{args.repeats}] {model} {side}px: {out}',
                   file=sys.stderr, flush=True)
             if out.get('peak_mib', 0) is None:  # too slow: it and above
-                out['note'] = (f'skipped: {out["seconds"]:.1f} s a forward '
-                               f'at {side}px > --max-seconds')
                 for s in args.sizes[args.sizes.index(side):]:
-                    points[model, s]['note'] = out['note']
-            if 'note' in out:
+                    points[model, s]['note'] = (
+                        f'skipped: {out["seconds"]:.1f} s a forward at '
+                        f'{side}px > --max-seconds')
+            elif 'note' in out:
                 p['note'] = out['note']
             else:
                 p['ms'].append(1e3 * out['seconds'])
                 p['mib'].append(out['peak_mib'])
     for p in points.values():
         for key in ('ms', 'mib'):
-            p[f'{key}_median'] = (None if p['note'] or not p[key] else
+            p[f'{key}_median'] = (None if p['note'] else
                                   statistics.median(p[key]))
     return list(points.values())
 
@@ -106,9 +106,10 @@ def table(result: dict, key: str, title: str) -> str:
             cells.append(cell)
         rows.append(cells + ['n/a' if fit[f] is None else f'{fit[f]:.2f}'
                              for f in fits])
-    return '\n'.join(markdown(
-        [title, *(f'{s}px' for s in result['sides']),
-         *(f'exponent ({f.replace("_", " ")})' for f in fits)], rows))
+    head = [title, *(f'{s}px' for s in result['sides']),
+            *(f'exponent ({f.replace("_", " ")})' for f in fits)]
+    lines = ['| ' + ' | '.join(cells) + ' |' for cells in [head, *rows]]
+    return '\n'.join([lines[0], '|---' * len(head) + '|', *lines[1:]])
 
 
 def plot(result: dict, path: str):
@@ -149,7 +150,7 @@ def parse_args(argv=None):
         help='input sides, px (default: %(default)s)')
     add('--repeats', type=positive(int), default=3, help='processes a point')
     add('--threads', type=positive(int), default=torch.get_num_threads())
-    add('--device', default='cpu', choices=['cpu', 'cuda'])
+    add('--device', default='cpu', type=device_arg, help='cpu or cuda[:N]')
     add('--min-time', type=float, default=1., help='seconds of timed '
         'forwards a process (blocked_autorange; default: %(default)s)')
     add('--max-seconds', type=float, default=30., help='a slower forward '

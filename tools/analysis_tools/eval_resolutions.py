@@ -51,7 +51,6 @@ import os.path as osp
 import re
 import sys
 import time
-from contextlib import redirect_stderr, redirect_stdout
 
 from mmengine.config import Config
 
@@ -66,8 +65,8 @@ from common import (CfgOptionsAction, apply_common_args,  # noqa: E402
                     checked, require)
 from mmcpvt.utils.checkpoint import check_checkpoint  # noqa: E402
 from resolution import (PROTOCOLS, config_task, describe,  # noqa: E402
-                        pipeline_dataset, resized_pipeline, run_test,
-                        save_untrained, training_size)
+                        run_test, save_untrained, set_test_size,
+                        training_size)
 
 PAPER_SIZES = [160, 224, 384, 448, 512]
 # The largest test size: a 4096 x 4096 image is 48 MiB as float32, a ViT's
@@ -123,9 +122,7 @@ def parse_args(argv=None):
     if not args.checkpoint and not args.no_checkpoint:
         parser.error('give at least one CHECKPOINT; to evaluate the model '
                      'as initialised, pass --no-checkpoint')
-    for path, what in [(args.config, 'config')] + [
-            (c, 'checkpoint') for c in args.checkpoint]:
-        require(parser, path, what)
+    require(parser, args.config, 'config')
     if args.labels is None:  # the file names, or the paths where two are equal
         names = [osp.basename(c) for c in args.checkpoint]
         args.labels = names if len(set(names)) == len(names) else list(
@@ -165,8 +162,7 @@ def load_config(parser, args):
         args.task = config_task(cfg)
         # a protocol of another task is refused by the rewrite
         args.protocol = args.protocol or PROTOCOLS[args.task][0]
-        return cfg, {s: resized_pipeline(pipeline_dataset(cfg).pipeline, s,
-                                         args.task, args.protocol)
+        return cfg, {s: set_test_size(copy.deepcopy(cfg), s, args.protocol)
                      for s in args.sizes}
     except ValueError as e:
         parser.error(f'{args.config}: {e}')
@@ -193,8 +189,8 @@ def table(results: dict, sizes: list, metric: str, fmt: str,
     ``metric``."""
     text = text_table(
         ['model'] + [f'{s}*' if s == train_size else str(s) for s in sizes],
-        [[label] + [fmt.format(m[str(s)][metric]) if str(s) in m else '-'
-                    for s in sizes] for label, m in results.items()])
+        [[label] + [fmt.format(m[str(s)][metric]) for s in sizes]
+         for label, m in results.items()])
     return text + ('\n* the training size' if train_size in sizes else '')
 
 
@@ -207,8 +203,7 @@ def plot(path: str, results: dict, sizes: list, metric: str, train_size,
     fig = Figure(figsize=(6.4, 4.2))
     ax = fig.subplots()
     for label, metrics in results.items():
-        xs = [s for s in sizes if str(s) in metrics]
-        ax.plot(xs, [metrics[str(s)][metric] for s in xs], marker='o',
+        ax.plot(sizes, [metrics[str(s)][metric] for s in sizes], marker='o',
                 label=label)
     if train_size is not None:
         ax.axvline(train_size, color='grey', linestyle='--', linewidth=1,
@@ -227,7 +222,7 @@ def main(argv=None):
     for checkpoint in args.checkpoint:  # by http(s): its download
         try:
             check_checkpoint(checkpoint, state_dict=True)
-        except ValueError as e:
+        except (FileNotFoundError, ValueError) as e:
             parser.error(str(e))
     task, sizes, out_dir = args.task, args.sizes, args.out_dir
     os.makedirs(out_dir, exist_ok=True)
@@ -236,9 +231,7 @@ def main(argv=None):
     models = list(zip(args.labels, args.checkpoint))
     if args.no_checkpoint:
         untrained = osp.join(out_dir, 'untrained.pth')
-        with open(osp.join(out_dir, 'untrained.log'), 'w') as log, \
-                redirect_stdout(log), redirect_stderr(log):
-            save_untrained(cfg, untrained)
+        save_untrained(cfg, untrained, osp.join(out_dir, 'untrained.log'))
         models.insert(0, (UNTRAINED, untrained))
 
     def say(text):
@@ -265,8 +258,7 @@ def main(argv=None):
         slug = re.sub(r'[^\w.-]+', '_', label)
         for i, size in enumerate(sizes, 1):
             run_cfg = copy.deepcopy(cfg)
-            pipeline_dataset(run_cfg).pipeline = copy.deepcopy(
-                pipelines[size])
+            set_test_size(run_cfg, size, args.protocol)
             run_cfg.load_from = ckpt
             run_cfg.work_dir = osp.join(out_dir, 'runs', slug, str(size))
             run_cfg.experiment_name = f'{slug}_{size}'
@@ -280,9 +272,7 @@ def main(argv=None):
                     f'in {console}')
                 raise
             results[label][str(size)] = metrics
-            if report['metric'] not in metrics:
-                report['metric'] = pick_metric(parser, task, metrics)
-            metric = report['metric']
+            metric = report['metric'] = pick_metric(parser, task, metrics)
             with open(json_path, 'w') as f:
                 json.dump(report, f, indent=2)
             done, elapsed = sum(map(len, results.values())), time.time() - t0

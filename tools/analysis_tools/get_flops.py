@@ -52,16 +52,15 @@ def count(config: str, shape):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('config', nargs='?', help='config file')
-    parser.add_argument('--all', metavar='DIR',
-                        help='count every config under DIR instead')
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument('config', nargs='?', help='config file')
+    which.add_argument('--all', metavar='DIR',
+                       help='count every config under DIR instead')
     parser.add_argument('--shape', type=int, nargs='+', default=None,
                         help='input H [W]; default 224 for classifiers, '
                         '800 1280 for detectors, 512 for segmentors')
     parser.add_argument('--markdown', action='store_true')
     args = parser.parse_args()
-    if not args.config and not args.all:
-        parser.error('give a config or --all DIR')
     if args.config:
         common.require(parser, args.config, 'config')
     MMLogger.get_instance('mmengine').setLevel('ERROR')

@@ -2,7 +2,7 @@
 (MODELS, build), one model's forward or training step on a fixed input
 (Runner: its seconds by torch.utils.benchmark, its peak memory), a fresh
 process for each measurement (run_child, which runs this file), and the
-header and markdown of their tables.
+header of their tables.
 """
 import ctypes
 import importlib
@@ -70,6 +70,10 @@ MODELS = {
         type='SwinTransformer', drop_path_rate=0.2, out_indices=(1, 2, 3),
         **SWIN_T)),
 }
+# the type of the tools' --device: cpu, or a GPU that torch sees
+device_arg = common.checked(
+    str, lambda d: d == 'cpu' or bool(re.fullmatch(r'cuda(:\d+)?', d))
+    and torch.cuda.is_available(), 'cpu, or cuda[:N] where torch sees a GPU')
 
 
 def is_detector(name):
@@ -108,16 +112,6 @@ def header(device: str, threads: int) -> str:
                 f'torch {torch.__version__}',
                 *(f'{lib} {found[lib]}' for lib in LIBS if lib in found)]
     return f'{where}, {threads} threads; {", ".join(versions)}'
-
-
-def row(cells) -> str:
-    """A row of a markdown table."""
-    return '| ' + ' | '.join(map(str, cells)) + ' |'
-
-
-def markdown(head: list, rows=()) -> list[str]:
-    """A markdown table's lines: ``head``, the rule, ``rows`` of cells."""
-    return [row(head), '|---' * len(head) + '|', *map(row, rows)]
 
 
 @dataclass

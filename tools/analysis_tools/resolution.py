@@ -53,61 +53,15 @@ def transform_name(transform: dict) -> str:
     return getattr(kind, '__name__', str(kind))
 
 
-def pipeline_dataset(cfg):
-    """The dataset config of ``cfg.test_dataloader`` that holds the test
-    pipeline (inside dataset wrappers, under their ``dataset`` key)."""
-    dataset = cfg.test_dataloader.get('dataset')
-    while dataset is not None and 'pipeline' not in dataset:
-        dataset = dataset.get('dataset')
-    if dataset is None:
-        raise ValueError('test_dataloader.dataset (or a dataset it wraps) '
-                         'has no pipeline')
-    return dataset
-
-
-def _cls_pipeline(pipeline: list, size: int, protocol: str) -> list:
-    """The ResizeEdge, CenterCrop and Resize steps replaced, at the place
-    of the first one, keeping the resize's backend and interpolation."""
-    known = SIZE_TRANSFORMS['classification']
-    found = [i for i, t in enumerate(pipeline) if transform_name(t) in known]
-    resizes = [pipeline[i] for i in found
-               if transform_name(pipeline[i]) != 'CenterCrop']
-    # the config's resampling, where it sets one
-    resample = {k: resizes[0][k] for k in ('backend', 'interpolation')
-                if resizes and k in resizes[0]}
-    if protocol == 'resize-crop':
-        new = [
-            dict(type='ResizeEdge', scale=size * 256 // 224, edge='short',
-                 **resample),
-            dict(type='CenterCrop', crop_size=size)
-        ]
-    else:  # 'resize'
-        new = [dict(type='Resize', scale=(size, size), **resample)]
-    rest = [t for i, t in enumerate(pipeline) if i not in found]
-    return rest[:found[0]] + new + rest[found[0]:]
-
-
-def _dense_pipeline(pipeline: list, size: int) -> list:
-    """Every Resize's scale times ``size / min(scale)`` (an int scale is
-    square); its other arguments (``keep_ratio``) kept."""
-    for i, t in enumerate(pipeline):
-        if transform_name(t) == 'Resize':
-            scale = t.get('scale')
-            if scale is None:
-                raise ValueError(
-                    f'test pipeline step {i} ({t["type"]}) resizes by '
-                    f'scale_factor={t.get("scale_factor")}, not to a scale: '
-                    'there is no size to set; give it a scale in the config')
-            t['scale'] = size if isinstance(scale, int) else tuple(
-                round(s * size / min(scale)) for s in scale)
-    return pipeline
-
-
 def resized_pipeline(pipeline: List[dict], size: int, task: str,
                      protocol: Optional[str] = None) -> List[dict]:
     """A copy of the test ``pipeline`` of a ``task`` config, with its resize
     and crop rewritten for ``size`` by ``protocol`` (the task's default if
-    None).
+    None). Classification: the ResizeEdge, CenterCrop and Resize steps
+    replaced, at the place of the first one, keeping the resize's backend
+    and interpolation. Detection, segmentation: every Resize's scale times
+    ``size / min(scale)`` (an int scale is square), its other arguments
+    (``keep_ratio``) kept.
 
     Raises:
         ValueError: ``size`` is not positive, the protocol is not one of the
@@ -123,22 +77,54 @@ def resized_pipeline(pipeline: List[dict], size: int, task: str,
             f'{", ".join(protocols)}')
     known = SIZE_TRANSFORMS[task]
     names = [transform_name(t) for t in pipeline]
-    if not any(n in known for n in names):
+    found = [i for i, n in enumerate(names) if n in known]
+    if not found:
         raise ValueError(
             f'the test pipeline of this {task} config has none of the '
             f'transforms that set the test size ({", ".join(known)}); its '
             f'transforms are: {", ".join(names) or "none"}. Add one to '
             'test_dataloader.dataset.pipeline')
     pipeline = [copy.deepcopy(dict(t)) for t in pipeline]
-    if task == 'classification':
-        return _cls_pipeline(pipeline, size, protocol)
-    return _dense_pipeline(pipeline, size)
+    if task != 'classification':
+        for i in found:
+            scale = pipeline[i].get('scale')
+            if scale is None:
+                raise ValueError(
+                    f'test pipeline step {i} ({pipeline[i]["type"]}) resizes '
+                    f'by scale_factor={pipeline[i].get("scale_factor")}, not '
+                    'to a scale: there is no size to set; give it a scale in '
+                    'the config')
+            pipeline[i]['scale'] = size if isinstance(scale, int) else tuple(
+                round(s * size / min(scale)) for s in scale)
+        return pipeline
+    # the config's resampling, where its first resize sets one
+    resize = next((pipeline[i] for i in found if names[i] != 'CenterCrop'),
+                  {})
+    resample = {k: resize[k] for k in ('backend', 'interpolation')
+                if k in resize}
+    if protocol == 'resize-crop':
+        new = [
+            dict(type='ResizeEdge', scale=size * 256 // 224, edge='short',
+                 **resample),
+            dict(type='CenterCrop', crop_size=size)
+        ]
+    else:  # 'resize'
+        new = [dict(type='Resize', scale=(size, size), **resample)]
+    rest = [t for i, t in enumerate(pipeline) if i not in found]
+    return rest[:found[0]] + new + rest[found[0]:]
 
 
 def set_test_size(cfg, size: int, protocol: Optional[str] = None) -> list:
     """Rewrite the test pipeline of ``cfg`` in place for ``size`` (see
-    :func:`resized_pipeline`) and return it."""
-    dataset = pipeline_dataset(cfg)
+    :func:`resized_pipeline`) and return it: the pipeline of
+    ``cfg.test_dataloader``'s dataset, or of the dataset it wraps (under
+    the wrapper's ``dataset`` key)."""
+    dataset = cfg.test_dataloader.get('dataset')
+    while dataset is not None and 'pipeline' not in dataset:
+        dataset = dataset.get('dataset')
+    if dataset is None:
+        raise ValueError('test_dataloader.dataset (or a dataset it wraps) '
+                         'has no pipeline')
     dataset.pipeline = resized_pipeline(dataset.pipeline, size,
                                         config_task(cfg), protocol)
     return dataset.pipeline
@@ -156,9 +142,8 @@ def training_size(cfg, task: str) -> Optional[int]:
     if task != 'classification':
         scale = steps.get('Resize', {}).get('scale')
         return min(scale) if isinstance(scale, (list, tuple)) else scale
-    scale = steps['RandomResizedCrop'].get('scale') if (
-        'RandomResizedCrop' in steps) else cfg.model.get('backbone', {}).get(
-            'img_size')
+    scale = steps.get('RandomResizedCrop', {}).get('scale') or cfg.model.get(
+        'backbone', {}).get('img_size')
     if isinstance(scale, (list, tuple)):
         return int(scale[0]) if len(set(scale)) == 1 else None
     return scale
@@ -174,14 +159,16 @@ def describe(pipeline: List[dict], task: str) -> str:
         for t in pipeline if transform_name(t) in SIZE_TRANSFORMS[task])
 
 
-def save_untrained(cfg, path: str, seed: int = 0) -> None:
+def save_untrained(cfg, path: str, log: str, seed: int = 0) -> None:
     """The model of ``cfg`` as initialised (built by its library's init
     function, ``init_weights`` seeded with ``seed``), saved as a checkpoint
-    at ``path``. A backbone ``init_cfg`` of type ``Pretrained`` is loaded,
-    as training would."""
+    at ``path``; what building it prints (its init table) goes to the file
+    ``log``. A backbone ``init_cfg`` of type ``Pretrained`` is loaded, as
+    training would."""
     import torch
     from models import build_model  # tools/models.py
-    model, _, _ = build_model(cfg, seed=seed, pretrained=True)
+    with open(log, 'w') as f, redirect_stdout(f), redirect_stderr(f):
+        model, _, _ = build_model(cfg, seed=seed, pretrained=True)
     torch.save({'state_dict': model.state_dict(), 'meta': {}}, path)
 
 

@@ -31,7 +31,7 @@ import torch
 from mmengine.logging import MMLogger
 
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from measure import Runner, Settings, common, header  # noqa: E402
+from measure import Runner, Settings, common, device_arg, header  # noqa: E402
 
 warnings.filterwarnings(  # mmcv-lite's, on importing mmcv.cnn
     'ignore', message='Fail to import ``MultiScaleDeformableAttention')
@@ -77,7 +77,7 @@ def check(s: Settings, steps: int) -> tuple[bool, str]:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     add = parser.add_argument
-    add('--device', default='cuda')
+    add('--device', default='cuda', type=device_arg)
     add('--amp', nargs='*', default=['fp16', 'bf16'], choices=['fp16', 'bf16'],
         help='autocast dtypes besides fp32 (default: both)')
     add('--cases', nargs='+', choices=CHECKED, default=CHECKED,
@@ -86,8 +86,6 @@ def main():
     add('--size', type=common.positive(int), default=224)
     add('--steps', type=common.positive(int), default=4)
     args = parser.parse_args()
-    if args.device.startswith('cuda') and not torch.cuda.is_available():
-        parser.error('--device cuda: torch sees no GPU here; use --device cpu')
     common.setup()
     MMLogger.get_instance('mmengine').setLevel('WARNING')  # no init dump
     s = Settings('', what='train', size=args.size, batch=args.batch,

@@ -64,14 +64,12 @@ def main():
     if args.config:
         common.require(parser, args.config, 'config')
     MMLogger.get_instance('mmengine').setLevel('ERROR')
-    configs = sorted(
-        glob.glob(osp.join(args.all, '**', '*.py'), recursive=True)
-    ) if args.all else [args.config]
+    configs = [args.config] if args.config else [  # no _base_ fragments
+        c for c in sorted(glob.glob(osp.join(args.all, '**', '*.py'),
+                                    recursive=True)) if '_base_' not in c]
     if args.markdown:
         print('| config | input | params (M) | FLOPs (G) |\n|---|---|---|---|')
     for config in configs:
-        if '_base_' in config:
-            continue
         scope = Config.fromfile(config).get('default_scope', 'mmpretrain')
         shape = args.shape or DEFAULT_SHAPE.get(scope, (224, 224))
         H, W = shape[0], shape[-1]

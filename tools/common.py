@@ -143,6 +143,19 @@ def positive(cast):
     return checked(cast, lambda value: value > 0, 'must be > 0')
 
 
+def check_output_dir(option: str, path: str, what: str) -> None:
+    """Refuse, before any work, an output directory ``path`` (the argument
+    ``option``; ``what``: what goes in it) that is a file or lies under one.
+
+    Raises:
+        ValueError: naming ``option``, ``path`` and the file in the way.
+    """
+    found = blocking_file(osp.abspath(path))
+    if found is not None:
+        raise ValueError(f'{option} {path}: {found} is a file; it takes a '
+                         f'directory for {what} (made if missing)')
+
+
 def require(parser: argparse.ArgumentParser, path: str, what: str) -> None:
     """A usage error naming ``what`` for a local ``path`` that is no file
     (:func:`mmcpvt.utils.checkpoint.require_file`)."""
@@ -345,16 +358,13 @@ def apply_common_args(cfg: Config, args) -> Config:
         cfg.merge_from_dict(args.cfg_options)
     cfg.work_dir = args.work_dir or cfg.get('work_dir', None) or osp.join(
         './work_dirs', osp.splitext(osp.basename(args.config))[0])
-    # the work dir, or the nearest of its parents that exists, must be a
-    # directory (the runner's makedirs fails on a file with a traceback)
-    existing = blocking_file(osp.abspath(cfg.work_dir))
-    if existing is not None:
-        given = ('--work-dir' if args.work_dir is not None else
-                 f'work_dir of {args.config}')
-        raise SystemExit(
-            f'{prog}: error: {given} {cfg.work_dir}: {existing} is a file; '
-            'the work dir is a directory for logs and checkpoints (created '
-            'if missing): give a directory path')
+    # (the runner's makedirs fails on a file with a traceback)
+    try:
+        check_output_dir('--work-dir' if args.work_dir else
+                         f'work_dir of {args.config}', cfg.work_dir,
+                         'logs and checkpoints')
+    except ValueError as e:
+        raise SystemExit(f'{prog}: error: {e}') from None
     return cfg
 
 

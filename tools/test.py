@@ -79,11 +79,7 @@ def check_out(out: str, item: str, scope: str) -> None:
     formats = OUT_FORMATS[item]
     try:
         if item == 'pred' and scope == 'mmseg':  # a directory of maps
-            blocked = common.blocking_file(out)
-            if blocked:
-                raise ValueError(f'--out {out}: {blocked} is a file; mmseg '
-                                 f'writes its prediction maps into a '
-                                 f'directory')
+            common.check_output_dir('--out', out, "mmseg's prediction maps")
         else:
             common.check_output('--out', out, f'results{formats[0]}')
             if not out.endswith(formats):

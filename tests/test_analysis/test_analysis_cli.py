@@ -186,7 +186,8 @@ def test_unusable_values_are_refused_before_any_work(tiny_config, checkpoint,
         in err
     err = errors_of(capsys, 'vis_attention', tiny_config, checkpoint,
                     str(a_file), '--out-dir', str(a_file / 'vis'))
-    assert f'--out-dir: {a_file} is a file, not a directory' in err
+    assert (f'--out-dir {a_file / "vis"}: {a_file} is a file; it takes a '
+            'directory') in err
 
 
 def test_help_has_an_example():

@@ -476,11 +476,10 @@ def test_out_that_is_a_file_is_refused_first(tmp_path, name):
     make, kwargs, _ = GENERATORS[name]
     path = tmp_path / 'FILE'
     path.write_text('a file')
-    with pytest.raises(FileExistsError) as e:
+    with pytest.raises(ValueError) as e:
         make(str(path), **dict(kwargs, size=1))
-    assert str(e.value) == (f'--out {path}: {path} is a file; give a '
-                            f'directory for the data set (it is made if '
-                            f'missing)')
+    assert str(e.value) == (f'--out {path}: {path} is a file; it takes a '
+                            f'directory for the data set (made if missing)')
     assert _files(tmp_path) == ['FILE'] and path.read_text() == 'a file'
 
 
@@ -518,9 +517,9 @@ def test_interrupted_run_is_replaced_without_overwrite(tmp_path):
 
 @pytest.mark.parametrize('tool, args, message', [
     ('make_imagenet.py', ['--out', 'FILE'], r'--out .*FILE: .*FILE is a '
-     r'file; give a directory for the data set'),
+     r'file; it takes a directory for the data set'),
     ('make_ade20k.py', ['--out', 'FILE/ade'], r'--out .*FILE/ade: .*FILE is '
-     r'a file; give a directory for the data set'),
+     r'a file; it takes a directory for the data set'),
     ('make_coco.py', ['--out', 'SET'], r'.*SET holds a data set that '
      r'make_coco.py made; pass --overwrite'),
     ('make_coco.py', ['--out', 'NEW', '--num-train', '-3'], r'--num-train '

@@ -280,5 +280,5 @@ def test_out_dir_that_is_a_file_is_refused_before_training(tmp_path,
     with pytest.raises(SystemExit) as e:
         dc.parse_args(['--quick', '--out-dir', str(a_file)])
     assert e.value.code == 2
-    assert (f'--out-dir: {a_file} is a file, not a directory'
-            in capsys.readouterr().err)
+    assert (f'--out-dir {a_file}: {a_file} is a file; it takes a directory '
+            'for the results' in capsys.readouterr().err)

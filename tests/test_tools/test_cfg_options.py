@@ -193,8 +193,8 @@ def test_work_dir_that_is_a_file(train, tmp_path, below):
     work_dir = str(afile / 'run') if below else str(afile)
     with pytest.raises(SystemExit) as error:
         merged(train, '--work-dir', work_dir)
-    assert (f'error: --work-dir {work_dir}: {afile} is a file; the work dir '
-            'is a directory') in str(error.value)
+    assert (f'error: --work-dir {work_dir}: {afile} is a file; it takes a '
+            'directory for logs and checkpoints') in str(error.value)
 
 
 @pytest.fixture(scope='module')
@@ -222,8 +222,8 @@ def test_test_out_is_checked_before_the_test_runs(test_tool, tmp_path, case):
                            'ending in .json, .yaml, .yml, .pkl, .pickle'),
         'seg maps under a file': (afile / 'maps', ['--cfg-options',
                                                    'default_scope=mmseg'],
-                                  f'{afile} is a file; mmseg writes its '
-                                  f'prediction maps into a directory'),
+                                  f'{afile} is a file; it takes a directory '
+                                  "for mmseg's prediction maps"),
     }[case]
     with pytest.raises(SystemExit) as error:
         merged(test_tool, '--out', str(out), *options)

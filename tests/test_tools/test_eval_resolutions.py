@@ -273,7 +273,8 @@ def test_bad_inputs(tool, capsys, tmp_path):
          'argument --sizes: a size is 1 to 4096 px (larger test images do '
          'not fit in memory), got 100000'),
         ([CLS_CONFIG, str(ckpt), '--out-dir', str(ckpt / 'out')],
-         f'--out-dir: {ckpt} is a file, not a directory'),
+         f'--out-dir {ckpt / "out"}: {ckpt} is a file; it takes a '
+         'directory'),
         ([CLS_CONFIG, str(ckpt), '--protocol', 'crop'],
          "invalid choice: 'crop'"),
         ([CLS_CONFIG, str(ckpt), '--protocol', 'short-side'],

@@ -18,8 +18,8 @@ import torch
 import torch.nn as nn
 
 from blocks import list_blocks, resolve_block
-from common import (CfgOptionsAction, blocking_file,  # tools/common.py
-                    check_cfg_options, check_output, checked, require)
+from common import (CfgOptionsAction, check_cfg_options,  # tools/common.py
+                    check_output, check_output_dir, checked, require)
 from mmengine.config import Config
 from models import build_model, get_backbone  # tools/models.py
 
@@ -83,12 +83,13 @@ def parse_instrument_args(doc: str, argv, what: str, num_images: int,
     return parser, args
 
 
-def check_out_dir(parser, option: str, path):
+def check_out_dir(parser, option: str, path, what: str = 'the results'):
     """Refuse, before any work, an output directory that is a file (or is
-    under one)."""
-    found = blocking_file(path)
-    if found is not None:
-        parser.error(f'{option}: {found} is a file, not a directory')
+    under one): :func:`common.check_output_dir` as a usage error."""
+    try:
+        check_output_dir(option, path, what)
+    except ValueError as e:
+        parser.error(str(e))
 
 
 def load(parser, args):

@@ -24,7 +24,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from PIL import Image
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
-from common import blocking_file  # noqa: E402  (tools/common.py)
+from common import check_output_dir  # noqa: E402  (tools/common.py)
 
 # name: (test of a value, what is allowed): the limits of the arguments
 Limits = Dict[str, Tuple[Callable, str]]
@@ -198,11 +198,7 @@ class Generator:
         (``update()`` after each image, a JPEG) and return ``args`` with
         the code id and what ``write`` returns, as recorded in the
         marker."""
-        blocked = blocking_file(osp.abspath(out_dir))
-        if blocked:
-            raise FileExistsError(
-                f'--out {out_dir}: {blocked} is a file; give a directory for '
-                f'the data set (it is made if missing)')
+        check_output_dir('--out', out_dir, 'the data set')
         # as in the marker: lists for tuples, and the code that wrote it
         args = json.loads(json.dumps(dict(args, generator=self.code_id())))
         check_args(args, self.limits)

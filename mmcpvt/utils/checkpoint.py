@@ -173,6 +173,10 @@ def _diagnose(filename: str, error: Exception) -> CheckpointError:
     with open(filename, 'rb') as f:
         head = f.read(4)
     is_zip = zipfile.is_zipfile(filename)
+    members = []
+    if is_zip:
+        with zipfile.ZipFile(filename) as archive:
+            members = archive.namelist()
     if size == 0:
         what = 'the file has 0 bytes'
     elif not is_zip and head.startswith(b'PK'):
@@ -183,6 +187,12 @@ def _diagnose(filename: str, error: Exception) -> CheckpointError:
             f'{filename}: not a checkpoint: its {size} bytes are neither a '
             f'zip archive (torch.save\'s format) nor a pickle (they start '
             f'with {head!r}). Check the path. {RETRY}', 'not a checkpoint')
+    elif is_zip and not any(n.endswith('data.pkl') for n in members):
+        return BrokenCheckpointError(
+            f'{filename}: not a checkpoint: a zip archive that is not a torch '
+            f'file (members: {", ".join(members[:3])}'
+            f'{" ..." if len(members) > 3 else ""}). Check the path.',
+            'not a checkpoint')
     else:
         names, complete = _pickle_globals(filename, is_zip)
         other = sorted({n for n in names if not n.startswith(_TAKEN)})

@@ -319,17 +319,24 @@ def test_empty_or_truncated_checkpoint_is_named(runner, tmp_path, kind):
                'checkpoint' in msg, (name, msg)
 
 
-def test_random_bytes_are_no_checkpoint(runner, tmp_path):
-    """Not "objects that could run code": bytes that are neither a zip
-    archive nor a pickle are named as no checkpoint."""
+@pytest.mark.parametrize('kind', ['random bytes', 'zip of numpy arrays'])
+def test_random_bytes_are_no_checkpoint(runner, tmp_path, kind):
+    """Not "objects that could run code", nor "truncated": bytes that are
+    neither a zip archive nor a pickle, and a zip archive without torch's
+    data.pkl (an .npz), are named as no checkpoint."""
     path = tmp_path / 'model.pth'
-    path.write_bytes(bytes(range(7, 256)) * 4)
+    if kind == 'random bytes':
+        path.write_bytes(bytes(range(7, 256)) * 4)
+    else:
+        with open(path, 'wb') as f:
+            np.savez(f, w=np.ones(2))
     for name, load in _load_paths(runner, tmp_path).items():
         with pytest.raises(ValueError) as e:
             load(path)
         msg = str(e.value)
         assert 'not a checkpoint' in msg and str(path) in msg, (name, msg)
         assert 'could run code' not in msg, (name, msg)
+        assert 'truncated' not in msg, (name, msg)
 
 
 @pytest.mark.parametrize('obj,held', [

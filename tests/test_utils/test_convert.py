@@ -199,11 +199,13 @@ def write_zip(path, member):
 
 @pytest.mark.parametrize('name, write, found', [
     ('weights.txt', lambda p: p.write_text('conv1.weight 0.1 0.2\n'),
-     'text'),
+     "neither a zip archive (torch.save's format) nor a pickle (they start "
+     "with b'conv')"),
     ('weights.npz', lambda p: np.savez(p, w=np.ones(2)),
      'zip archive that is not a torch file (members: w.npy)'),
     ('model.onnx', lambda p: p.write_bytes(b'\x08\x07\x12\x07pytorch\x1a'),
-     'unrecognised data'),
+     "neither a zip archive (torch.save's format) nor a pickle (they start "
+     "with b'\\x08\\x07\\x12\\x07')"),
     ('weights.zip', lambda p: write_zip(p, 'readme.md'),
      'zip archive that is not a torch file (members: readme.md)'),
     ('empty.pth', lambda p: p.write_bytes(b''), 'empty or truncated'),

@@ -13,7 +13,6 @@ import argparse
 import io
 import os.path as osp
 import sys
-import zipfile
 
 import torch
 
@@ -21,8 +20,8 @@ sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 import common  # noqa: E402
 
 common.setup()
-from mmcpvt.utils.checkpoint import (atomic_write, safe_load,  # noqa: E402
-                                     state_dict_of)
+from mmcpvt.utils.checkpoint import (  # noqa: E402
+    BrokenCheckpointError, atomic_write, safe_load, state_dict_of)
 from mmcpvt.utils.convert import CONVERTERS  # noqa: E402
 
 ALLOWED = ('torch checkpoints written by torch.save (.pth, .pt, .bin) and '
@@ -33,41 +32,15 @@ ALLOWED = ('torch checkpoints written by torch.save (.pth, .pt, .bin) and '
 PROGRESS_MIN_BYTES = 100 * 2**20
 
 
-def _not_a_checkpoint(path: str):
-    """What ``path`` holds if it is no checkpoint at all, else None (an
-    empty or truncated checkpoint is left to the loader to explain)."""
-    with open(path, 'rb') as f:
-        head = f.read(16)
-    if not head:
-        return None  # empty: the loader says "empty or truncated"
-    if path.endswith('.safetensors'):
-        # 8-byte little-endian header size, then the JSON header
-        return None if head[8:9] == b'{' else (
-            f'no safetensors header (first bytes {head!r})')
-    if zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as z:
-            names = z.namelist()
-        if any(n.endswith('data.pkl') for n in names):
-            return None
-        return (f'a zip archive that is not a torch file (members: '
-                f'{", ".join(names[:3])}{" ..." if len(names) > 3 else ""})')
-    if head.startswith((b'PK\x03\x04', b'\x80')):
-        return None  # a zip without its end (truncated), or a legacy pickle
-    text = head.decode('utf-8', errors='replace')
-    if all(c.isprintable() or c.isspace() for c in text):
-        return f'text ({text!r} ...)'
-    return f'unrecognised data (first bytes {head!r})'
-
-
 def load_checkpoint(path: str) -> dict:
-    """The checkpoint in ``path``, loaded without running pickled code."""
-    if not osp.isfile(path):
-        raise FileNotFoundError(f'no checkpoint at {path}')
-    found = _not_a_checkpoint(path)
-    if found:
-        raise ValueError(f'{path} is not a checkpoint: found {found}. '
-                         f'Allowed: {ALLOWED}.')
-    return safe_load(path, map_location='cpu')
+    """The checkpoint in ``path``, loaded without running pickled code; a
+    file that is no checkpoint at all is named with the formats allowed."""
+    try:
+        return safe_load(path, map_location='cpu')
+    except BrokenCheckpointError as e:
+        if e.what != 'not a checkpoint':
+            raise
+        raise ValueError(f'{e} Allowed: {ALLOWED}.') from None
 
 
 def convert_file(src: str, dst: str, family: str, **kwargs) -> str:

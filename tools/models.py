@@ -119,6 +119,12 @@ def get_backbone(model: nn.Module) -> nn.Module:
     return getattr(model, 'backbone', model)
 
 
+def input_channels(model: nn.Module) -> int:
+    """The input channels of the model's first convolution (3 if none)."""
+    return next((m.in_channels for m in model.modules()
+                 if isinstance(m, nn.Conv2d)), 3)
+
+
 def load_weights(model: nn.Module, checkpoint: str) -> dict:
     """Load a checkpoint (a file or URL) into ``model`` and say how much of
     it fitted: one of the whole model (keys ``backbone.*``, as the runner

@@ -21,7 +21,8 @@ from blocks import list_blocks, resolve_block
 from common import (CfgOptionsAction, check_cfg_options,  # tools/common.py
                     check_output, check_output_dir, checked, require)
 from mmengine.config import Config
-from models import build_model, get_backbone  # tools/models.py
+from models import (build_model, get_backbone,  # tools/models.py
+                    input_channels)
 
 
 def make_parser(doc: str, checkpoint_required: bool = False):
@@ -213,8 +214,7 @@ def random_images(model: nn.Module, num_images: int, img_size,
     """``num_images`` uniform-noise images (uint8, from a generator seeded
     with ``seed``) through the model's data preprocessor: (N, C, H, W), C
     the input channels of the backbone's first convolution (3 if none)."""
-    channels = next((m.in_channels for m in get_backbone(model).modules()
-                     if isinstance(m, nn.Conv2d)), 3)
+    channels = input_channels(get_backbone(model))
     g = torch.Generator().manual_seed(seed)
     imgs = torch.randint(0, 256, (num_images, channels, *img_size),
                          generator=g, dtype=torch.uint8)

@@ -188,12 +188,6 @@ def normalisation(cfg) -> dict:
                 to_rgb=bool(pre.get('to_rgb', pre.get('bgr_to_rgb'))))
 
 
-def input_channels(module: nn.Module) -> int:
-    """The input channels of the first convolution (3 if none)."""
-    return next((m.in_channels for m in module.modules()
-                 if isinstance(m, nn.Conv2d)), 3)
-
-
 def export(module: nn.Module, output_file: str, shape: Sequence[int],
            opset: int, dynamic: bool, output_names: List[str],
            spatial_outputs: Sequence[bool], metadata=None) -> None:
@@ -207,7 +201,7 @@ def export(module: nn.Module, output_file: str, shape: Sequence[int],
         if spatial else {0: 'batch'}
         for name, spatial in zip(output_names, spatial_outputs)
     }} if dynamic else None
-    dummy = torch.randn(1, input_channels(module), *shape)
+    dummy = torch.randn(1, models.input_channels(module), *shape)
     os.makedirs(osp.dirname(osp.abspath(output_file)), exist_ok=True)
     with warnings.catch_warnings():
         # TracerWarnings: the shape checks (``if N != H * W: raise``) trace
@@ -290,7 +284,7 @@ def exported_module(model: nn.Module, backbone_only: bool, shape):
                  f'post-processing: mmdeploy)')
     module = BackboneFeatures(backbone).eval()
     with torch.no_grad():
-        outs = module(torch.zeros(1, input_channels(module), *shape))
+        outs = module(torch.zeros(1, models.input_channels(module), *shape))
     return (module, what, [f'feat{i}' for i in range(len(outs))],
             [t.dim() == 4 for t in outs])
 

@@ -143,8 +143,8 @@ def parse_args(argv=None):
 
 def load_config(parser, args):
     """The config with ``--cfg-options`` applied, checked for a test loop,
-    and its test pipeline at each size; the task and protocol (default:
-    the task's first) set on ``args``."""
+    a copy of it at each size and that copy's test pipeline; the task and
+    protocol (default: the task's first) set on ``args``."""
     cfg = Config.fromfile(args.config)
     # the runs' work dirs are under the output directory; one process
     args.work_dir, args.launcher = args.out_dir, 'none'
@@ -162,8 +162,9 @@ def load_config(parser, args):
         args.task = config_task(cfg)
         # a protocol of another task is refused by the rewrite
         args.protocol = args.protocol or PROTOCOLS[args.task][0]
-        return cfg, {s: set_test_size(copy.deepcopy(cfg), s, args.protocol)
-                     for s in args.sizes}
+        sized = {s: copy.deepcopy(cfg) for s in args.sizes}
+        return cfg, sized, {s: set_test_size(c, s, args.protocol)
+                            for s, c in sized.items()}
     except ValueError as e:
         parser.error(f'{args.config}: {e}')
 
@@ -218,7 +219,7 @@ def plot(path: str, results: dict, sizes: list, metric: str, train_size,
 
 def main(argv=None):
     parser, args = parse_args(argv)
-    cfg, pipelines = load_config(parser, args)
+    cfg, sized, pipelines = load_config(parser, args)
     for checkpoint in args.checkpoint:  # by http(s): its download
         try:
             check_checkpoint(checkpoint, state_dict=True)
@@ -257,8 +258,7 @@ def main(argv=None):
     for label, ckpt in models:
         slug = re.sub(r'[^\w.-]+', '_', label)
         for i, size in enumerate(sizes, 1):
-            run_cfg = copy.deepcopy(cfg)
-            set_test_size(run_cfg, size, args.protocol)
+            run_cfg = copy.deepcopy(sized[size])
             run_cfg.load_from = ckpt
             run_cfg.work_dir = osp.join(out_dir, 'runs', slug, str(size))
             run_cfg.experiment_name = f'{slug}_{size}'

@@ -1,17 +1,17 @@
 """The statistics and figure that the demo (demo/demo.py) and the digit
 reproduction (projects/digits_canvas/digits_report.py) share: a score for any
-weighting of the test images, a bootstrap over the images paired between
-models and test sets, a figure with its 95 % interval, as a table cell and
-as points with bars.
+weighting of the test images, a two-level bootstrap over training runs and
+test images (the images paired between models and test sets), a figure with
+its 95 % interval, as a table cell and as points with bars.
 """
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Sequence
 
 import numpy as np
 
 
 class Accuracy:
-    """Top-1 (%) of per-image results (1: right; a mean over seeds in
-    between), image ``i`` counted ``w[i]`` times: ``score(w)``."""
+    """Top-1 (%) of one run's per-image results (1: right, 0: wrong), image
+    ``i`` counted ``w[i]`` times: ``score(w)``."""
 
     def __init__(self, correct):
         self.correct = np.asarray(correct, float)
@@ -21,19 +21,49 @@ class Accuracy:
         return float(100 * (w @ self.correct) / w.sum())
 
 
-def bootstrap(scores: Dict[str, Dict[str, Callable]], images: Dict[str, str],
-              resamples: int, seed: int = 0) -> dict:
-    """``{model: {test: [score(all images once), score(resample 1), ...]}}``
-    with the same resamples for all models and for the tests whose
-    ``images`` (an id of their image set) are the same: paired."""
-    sizes = {images[test]: score.num_images for tests in scores.values()
-             for test, score in tests.items()}
+def bootstrap(scores: Dict[str, Dict[str, Sequence[Callable]]],
+              images: Dict[str, str], resamples: int, seed: int = 0) -> dict:
+    """A two-level bootstrap over training runs and test images.
+
+    ``scores[model][test]`` holds one score per training run of the model
+    (its seeds), in the same run order for every test. Each resample draws
+    the runs of each model with replacement (one draw per model, shared by
+    its tests, so a run's figures stay together), then the images of each
+    image set with replacement (one draw per set, shared by every model and
+    by the tests whose ``images`` id is the same: paired), and averages the
+    drawn runs' scores. Row 0 is every run and every image once.
+
+    With one run per model this is the bootstrap over the images alone,
+    which leaves out how much training runs differ: its interval says what
+    another set of test images would do to the same trained models.
+
+    Returns:
+        ``{model: {test: [score(all), score(resample 1), ...]}}``.
+    """
+    sizes = {images[test]: runs[0].num_images
+             for tests in scores.values() for test, runs in tests.items()}
     rng = np.random.default_rng(seed)
+    num_runs = {model: {len(runs) for runs in tests.values()}
+                for model, tests in scores.items()}
+    for model, n in num_runs.items():
+        assert len(n) == 1 and 0 not in n, \
+            f'{model}: every test needs the same runs, got {sorted(n)} runs'
+    # the run draws first, then the image draws, from one generator
+    runs_drawn = {model: np.vstack([np.arange(n), rng.integers(
+        0, n, size=(resamples, n))]).T  # (runs, 1 + resamples)
+        for model, (n,) in num_runs.items()}
     weights = {key: np.vstack([np.ones(n), rng.multinomial(
         n, np.full(n, 1 / n), size=resamples)])
         for key, n in sorted(sizes.items())}
-    return {model: {test: np.array([score(w) for w in weights[images[test]]])
-                    for test, score in tests.items()}
+
+    def resampled(model, test, runs):
+        # the score of every run on every image draw, then the drawn runs
+        per_run = np.array([[score(w) for w in weights[images[test]]]
+                            for score in runs])  # (runs, 1 + resamples)
+        return np.take_along_axis(per_run, runs_drawn[model], 0).mean(0)
+
+    return {model: {test: resampled(model, test, runs)
+                    for test, runs in tests.items()}
             for model, tests in scores.items()}
 
 

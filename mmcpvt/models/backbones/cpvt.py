@@ -40,8 +40,13 @@ class CPVT(BaseBackbone):
             ``padding`` below (k-1)/2 a PEG shrinks the token map, and what
             follows takes the smaller map. Defaults to ``(0,)``.
         pos_embed (str): Absolute position embedding: 'none', 'learned'
-            (DeiT's table, resized bicubically to other map sizes) or
-            'sincos2d'. Defaults to 'none'.
+            (DeiT's table, resized to other map sizes by
+            ``pos_embed_interpolation``) or 'sincos2d' (the 2-D sin-cos table,
+            computed anew for each map size: extrapolated, not resized).
+            Defaults to 'none'.
+        pos_embed_interpolation (str): How the learned tables are resized:
+            'bicubic' (DeiT's fine-tuning) or 'bilinear' (PVT's).
+            Defaults to 'bicubic'.
         pos_embed_positions (Sequence[int]): Where ``pos_embed`` is added,
             as ``peg_positions`` (before a PEG at the same place), each with
             a table of its own: ``pos_embed`` at -1 (DeiT's key),
@@ -76,6 +81,7 @@ class CPVT(BaseBackbone):
         BaseBackbone.ARGS, arch=Arch(arch_zoo),
         out_type=Choice('cls_token', 'avg_featmap', 'featmap'),
         pos_embed=Choice('none', 'learned', 'sincos2d'),
+        pos_embed_interpolation=Choice('bicubic', 'bilinear'),
         **dict.fromkeys(('peg_positions', 'pos_embed_positions'),
                         lambda a: positions(a['arch']['num_layers'])),
         out_indices=lambda a: out_indices(a['arch']['num_layers'], 'encoders'),
@@ -87,6 +93,7 @@ class CPVT(BaseBackbone):
                  peg_positions: Sequence[int] = (0, ),
                  peg_cfg: Optional[dict] = None, pos_embed: str = 'none',
                  pos_embed_positions: Sequence[int] = (BEFORE_FIRST_BLOCK, ),
+                 pos_embed_interpolation: str = 'bicubic',
                  rpe_cfg: Optional[dict] = None, out_type: str = 'cls_token',
                  with_cls_token: Optional[bool] = None,
                  out_indices: Union[int, Sequence[int]] = -1,
@@ -97,6 +104,7 @@ class CPVT(BaseBackbone):
                  norm_eval: bool = False, with_cp: bool = False,
                  init_cfg: Optional[Union[dict, list]] = None):
         super().__init__(locals())  # checked against ARGS
+        self.pos_embed_interpolation = pos_embed_interpolation
         self.embed_dims = self.arch_settings['embed_dims']
         self.num_layers = self.arch_settings['num_layers']
         if with_cls_token is None:
@@ -157,8 +165,9 @@ class CPVT(BaseBackbone):
         """The absolute position embedding of one position (None for
         'none')."""
         if kind == 'learned':
-            return LearnedPositionEmbedding(self.embed_dims, grid_size,
-                                            self.num_extra_tokens)
+            return LearnedPositionEmbedding(
+                self.embed_dims, grid_size, self.num_extra_tokens,
+                interpolation=self.pos_embed_interpolation)
         if kind == 'sincos2d':
             return SinCos2dPositionEmbedding(self.embed_dims,
                                              self.num_extra_tokens)

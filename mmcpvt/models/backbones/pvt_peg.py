@@ -38,7 +38,8 @@ class PVTPEG(BaseBackbone):
         patch_sizes (Sequence[int]): Patch size (= stride) of each stage's
             patch embedding. Defaults to (4, 2, 2, 2).
         pos_embed (str): 'none' or 'learned' (PVT's per-stage tables, resized
-            bicubically to other sizes; the baseline). Defaults to 'none'.
+            bilinearly to other sizes as PVT's ``_get_pos_embed`` does; the
+            baseline). Defaults to 'none'.
         img_size (int | tuple): Input size the learned tables are made for.
             Defaults to 224.
         out_type (str): 'avg_featmap' (global average pooling of the last
@@ -110,7 +111,8 @@ class PVTPEG(BaseBackbone):
                 grid = tuple(-(-x // stride) for x in self.img_size)
                 self.pos_embeds.append(
                     LearnedPositionEmbedding(
-                        dims, grid, int(last and self.with_cls_token)))
+                        dims, grid, int(last and self.with_cls_token),
+                        interpolation='bilinear'))
             self.stages.append(
                 ModuleList([
                     TransformerBlock(

@@ -8,20 +8,24 @@ from mmengine.model.weight_init import trunc_normal_
 
 
 class LearnedPositionEmbedding(nn.Module):
-    """DeiT's learned position table, resized bicubically for other sizes.
+    """A learned position table (DeiT's, PVT's), resized for other sizes.
 
     Args:
         embed_dims (int): Embedding dimension.
         grid_size (tuple[int]): (H, W) token grid the table is learned for.
         num_extra_tokens (int): Leading tokens (class token) with an entry
             of their own. Defaults to 1.
+        interpolation (str): How the table is resized: 'bicubic' (DeiT's
+            fine-tuning at a higher resolution) or 'bilinear' (PVT's
+            ``_get_pos_embed``). Defaults to 'bicubic'.
     """
 
     def __init__(self, embed_dims: int, grid_size: Tuple[int, int],
-                 num_extra_tokens: int = 1):
+                 num_extra_tokens: int = 1, interpolation: str = 'bicubic'):
         super().__init__()
         self.grid_size = tuple(grid_size)
         self.num_extra_tokens = num_extra_tokens
+        self.interpolation = interpolation
         self.pos_embed = nn.Parameter(
             torch.zeros(1, num_extra_tokens + grid_size[0] * grid_size[1],
                         embed_dims))
@@ -40,7 +44,7 @@ class LearnedPositionEmbedding(nn.Module):
         table = table.reshape(1, *self.grid_size, C).permute(0, 3, 1, 2)
         # bicubic needs float32
         table = F.interpolate(
-            table.float(), size=tuple(hw_shape), mode='bicubic',
+            table.float(), size=tuple(hw_shape), mode=self.interpolation,
             align_corners=False).to(extra.dtype)
         # (1, C, H, W) -> (1, H*W, C)
         table = table.flatten(2).transpose(1, 2)

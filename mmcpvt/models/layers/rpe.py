@@ -1,6 +1,6 @@
 """2-D relative position encoding after Shaw et al.: the relative-encoding
 baseline of CPVT (Conditional Positional Encodings for Vision Transformers,
-https://arxiv.org/abs/2102.10882, Tables 1, 6 and 7, "2D RPE").
+https://arxiv.org/abs/2102.10882, Tables 1, 7 and 8, "2D RPE").
 
 Self-Attention with Relative Position Representations, Shaw et al., NAACL
 2018 (https://arxiv.org/abs/1803.02155).

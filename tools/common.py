@@ -47,7 +47,7 @@ def setup() -> None:
 # default_hooks; tools/train.py adds those a config lacks.
 MMCPVT_HOOKS = dict(
     weights_only_load=dict(type='mmcpvt.WeightsOnlyLoadHook'),
-    epoch_seed=dict(type='mmcpvt.EpochSeedHook'),
+    seed=dict(type='mmcpvt.SeedHook'),
     work_dir_lock=dict(type='mmcpvt.WorkDirLockHook'),
     cuda_ops=dict(type='mmcpvt.CudaOpsHook'))
 

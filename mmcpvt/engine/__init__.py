@@ -1,7 +1,7 @@
-from .hooks import (CheckpointFitHook, CudaOpsHook, EpochSeedHook,
+from .hooks import (CheckpointFitHook, CudaOpsHook, SeedHook,
                     WeightsOnlyLoadHook, WorkDirLockHook)
 
 __all__ = [
-    'CheckpointFitHook', 'CudaOpsHook', 'EpochSeedHook', 'WeightsOnlyLoadHook',
+    'CheckpointFitHook', 'CudaOpsHook', 'SeedHook', 'WeightsOnlyLoadHook',
     'WorkDirLockHook'
 ]

@@ -5,9 +5,9 @@ own ``tools/train.py`` get them too.
 - :class:`WeightsOnlyLoadHook`: every checkpoint of the run is unpickled
   with ``weights_only=True``, whatever its scheme; a bad local file is
   refused with a clear error before the runner loads it.
-- :class:`EpochSeedHook`: each epoch draws its random numbers from the seed
-  and the epoch alone, so that a resumed run trains as the uninterrupted
-  one.
+- :class:`SeedHook`: each epoch and each training step draw their random
+  numbers from the seed and the epoch or iteration alone, so that a
+  resumed run, epoch- or iteration-based, trains as the uninterrupted one.
 - :class:`WorkDirLockHook`: a second training in a work dir in use is
   refused (it would overwrite the first's checkpoints).
 - :class:`CheckpointFitHook`: a checkpoint whose tensors do not fit the
@@ -19,9 +19,12 @@ import contextlib
 import logging
 import os
 import os.path as osp
+import random
 import re
 import socket
 
+import numpy as np
+import torch
 from mmengine.hooks import Hook
 from mmengine.logging import print_log
 from mmengine.runner import find_latest_checkpoint, set_random_seed
@@ -65,30 +68,79 @@ class WeightsOnlyLoadHook(Hook):
             self._loads = None
 
 
-@register_hook
-class EpochSeedHook(Hook):
-    """Seed ``random``, numpy and torch at the start of each training epoch
-    from the run's seed and the epoch alone.
+def _seed(seed: int, stream: int, index: int) -> int:
+    """A 32-bit seed from the run's seed, a stream (epochs 0, steps 1) and
+    an index in it: no two (stream, index) share one, whatever the seed
+    (with ``randomness.diff_rank_seed``, rank r runs with seed + r)."""
+    return int(np.random.SeedSequence((seed, stream, index)).generate_state(
+        1)[0])
 
-    mmengine seeds the generators once, when the runner is built, and does
-    not save their state in checkpoints; a resumed run would augment its
-    data (and drop paths) differently from the run it continues. Seeded per
-    epoch, an epoch trained again after a crash draws what it drew the
-    first time, and validation between epochs (whose data loader draws from
-    torch's generator) does not shift the next epoch. ``runner.seed`` is the
-    configured seed or, without one, the random seed mmengine drew and
-    saved in the checkpoint's meta. (An iteration-based loop calls
-    ``before_train_epoch`` once: it is seeded once, as mmengine does.)
+
+def _generator_states():
+    """The states of ``random``, numpy's and torch's CPU generators."""
+    return random.getstate(), np.random.get_state(), torch.get_rng_state()
+
+
+def _set_generator_states(states) -> None:
+    random.setstate(states[0])
+    np.random.set_state(states[1])
+    torch.set_rng_state(states[2])
+
+
+@register_hook
+class SeedHook(Hook):
+    """Draw a training run's random numbers from the seed, the epoch and the
+    iteration alone, so that a resumed run, epoch- or iteration-based,
+    trains as the uninterrupted one.
+
+    mmengine seeds the generators once, when the runner is built, and saves
+    none of their states in checkpoints. Here:
+
+    - each training epoch starts from the seed and the epoch (``random``,
+      numpy, torch): an epoch trained again after a crash draws its data
+      order and augmentation as it did the first time;
+    - each training step (forward and backward: drop path, dropout, batch
+      augmentation such as Mixup) is seeded from the seed and the iteration,
+      and puts the generators back as it found them afterwards; so does
+      validation. The data loaded in the main process (``num_workers=0``)
+      is then one stream from the start of the epoch that nothing else
+      moves.
+
+    Resumed at iteration k, an iteration-based loop (mmseg's schedules)
+    loads and skips k batches first (mmengine's ``IterBasedTrainLoop``),
+    which draws that stream again, up to where the uninterrupted run was;
+    data workers replay theirs (mmengine seeds them from the seed, the rank
+    and the worker). Nothing about the generators is saved: the
+    checkpoint's iteration and the seed say it all. ``runner.seed`` is the
+    configured seed or, without one, the seed mmengine drew and saved in the
+    checkpoint's meta (the sampler and the workers, built before resuming,
+    then draw another: configure one).
     """
 
-    priority = 'VERY_HIGH'  # before any hook that draws random numbers
+    priority = 'VERY_HIGH'  # seeds before, restores after, other hooks
 
-    # a prime stride: with randomness.diff_rank_seed, rank r uses seed + r,
-    # and no rank's epoch stream is another's
-    STRIDE = 1_000_003
+    EPOCH, STEP = 0, 1
+
+    def __init__(self):
+        self._stream = None  # the main-process data stream during a step
 
     def before_train_epoch(self, runner) -> None:
-        set_random_seed((runner.seed + runner.epoch * self.STRIDE) % 2**32)
+        set_random_seed(_seed(runner.seed, self.EPOCH, runner.epoch))
+
+    def before_train_iter(self, runner, batch_idx: int,
+                          data_batch=None) -> None:
+        self._stream = _generator_states()
+        set_random_seed(_seed(runner.seed, self.STEP, runner.iter))
+
+    def after_train_iter(self, runner, batch_idx: int, data_batch=None,
+                         outputs=None) -> None:
+        _set_generator_states(self._stream)
+
+    def before_val_epoch(self, runner) -> None:
+        self._stream = _generator_states()
+
+    def after_val_epoch(self, runner, metrics=None) -> None:
+        _set_generator_states(self._stream)
 
 
 @register_hook

@@ -37,7 +37,7 @@ def test_config_resolves(path):
     hooks = cfg.default_hooks
     assert hooks.checkpoint.backend_args == dict(backend='mmcpvt_atomic')
     for name, hook in (('weights_only_load', 'WeightsOnlyLoadHook'),
-                       ('epoch_seed', 'EpochSeedHook'),
+                       ('seed', 'SeedHook'),
                        ('work_dir_lock', 'WorkDirLockHook'),
                        ('cuda_ops', 'CudaOpsHook')):
         assert hooks[name].type == f'mmcpvt.{hook}', (name, hooks[name])

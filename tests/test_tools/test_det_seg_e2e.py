@@ -233,6 +233,6 @@ def test_mmdet_own_train_py_runs_our_hooks(tmp_path):
     assert sorted(p.name for p in work_dir.glob('*.pth')) == ['epoch_1.pth']
     assert not lock.exists() and not list(work_dir.glob('.*.tmp'))
     log = runner_logs(str(work_dir))
-    for hook in ('WeightsOnlyLoadHook', 'EpochSeedHook', 'WorkDirLockHook'):
+    for hook in ('WeightsOnlyLoadHook', 'SeedHook', 'WorkDirLockHook'):
         assert hook in log, hook
     assert "backend='mmcpvt_atomic'" in (work_dir / config.name).read_text()

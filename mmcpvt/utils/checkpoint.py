@@ -16,12 +16,14 @@ A file that cannot be loaded is diagnosed by looking at the file itself
 Whether the tensors fit a model: :mod:`mmcpvt.utils.state_dict`.
 """
 import contextlib
+import http.client
 import io
 import os
 import os.path as osp
 import pickle
 import pickletools
 import tempfile
+import urllib.error
 import urllib.parse
 import zipfile
 from typing import List, Optional, Tuple
@@ -50,6 +52,11 @@ class BrokenCheckpointError(CheckpointError):
 class UnsafeCheckpointError(CheckpointError):
     """The file's pickle refers to objects outside the allow-list: loading
     it could run code, so it is refused (nothing in it was run)."""
+
+
+class CheckpointDownloadError(CheckpointError):
+    """A checkpoint URL that cannot be fetched: a scheme no loader of
+    mmengine takes, an address that names no file, or a failed download."""
 
 
 class CheckpointMismatchError(CheckpointError):
@@ -274,38 +281,112 @@ def state_dict_of(checkpoint, path: str) -> dict:
         f'\'model\' entry is one.')
 
 
-def check_checkpoint(path: str, state_dict: bool = False) -> None:
+def _check_url(url: str) -> None:
+    """Refuse, before anything is fetched, an address that mmengine's
+    ``CheckpointLoader`` would read as a local file name (``HTTP://``,
+    ``file://``, ``htps://``: it matches its schemes in lower case) or that
+    names no file for torch.hub's cache (a path ending in ``/``)."""
+    from mmengine.runner.checkpoint import CheckpointLoader, load_from_local
+
+    def read_as_file(address):  # the maintained table of schemes, through
+        # a private classmethod: mmengine has no public one
+        return CheckpointLoader._get_checkpoint_loader(
+            address) is load_from_local
+
+    scheme, rest = url.split('://', 1)
+    path = urllib.parse.urlparse(url).path
+    if read_as_file(url) and not osp.exists(url):  # (a file named a://b)
+        lower = f'{scheme.lower()}://{rest}'
+        fix = (f'write {lower}' if not read_as_file(lower) else
+               f'give the file\'s path, {path}' if scheme.lower() == 'file'
+               else 'give a local path or an http(s):// address')
+        raise CheckpointDownloadError(
+            f'{url}: no checkpoint loader of mmengine takes the scheme '
+            f'{scheme}:// (they match http://, https://, openmmlab://, ... '
+            f'in lower case), so it would be read as a local file name: '
+            f'{fix}', f'unknown scheme {scheme}://')
+    if scheme in ('http', 'https') and not osp.basename(path):
+        raise CheckpointDownloadError(
+            f'{url} names no file (its path ends in "/"): torch.hub caches '
+            f'a download under the last part of the path. Give the address '
+            f'of the checkpoint file itself, e.g. {url.rstrip("/")}'
+            f'/model.pth', 'the address names no file')
+
+
+def download(url: str) -> str:
+    """The copy of the http(s) checkpoint ``url`` in torch.hub's cache
+    (``<hub dir>/checkpoints/<file name>``), where mmengine's loader
+    (``torch.hub.load_state_dict_from_url``) finds it; downloaded unless
+    it is there. A failed download leaves no file behind.
+
+    Raises:
+        CheckpointDownloadError: naming the URL, what went wrong and what
+            to do.
+    """
+    _check_url(url)
+    copy = osp.join(torch.hub.get_dir(), 'checkpoints',
+                    osp.basename(urllib.parse.urlparse(url).path))
+    if osp.isfile(copy):
+        return copy
+    os.makedirs(osp.dirname(copy), exist_ok=True)
+    try:  # torch writes <copy>.<uuid>.partial and removes it on failure
+        torch.hub.download_url_to_file(url, copy, progress=False)
+    except (OSError, ValueError, http.client.HTTPException) as e:
+        # urllib's errors are OSErrors; a bad port is http.client's
+        # InvalidURL (a ValueError), a cut connection its IncompleteRead
+        why = e if isinstance(e, urllib.error.HTTPError) else getattr(
+            e, 'reason', e)  # a URLError's reason: the OSError behind it
+        error = CheckpointDownloadError(
+            f'{url}: the download failed ({why}). Check the address (open '
+            f'it with curl or a browser), the network and any proxy '
+            f'(https_proxy); or download the file yourself and give its '
+            f'local path instead of the URL.', f'download failed: {why}')
+    else:
+        return copy
+    raise error  # outside the except clause: urllib's traceback not added
+
+
+def check_checkpoint(path: str, state_dict: bool = False,
+                     setting: Optional[str] = None) -> None:
     """Raise a clear error if the checkpoint ``path`` cannot be loaded,
     before anything is built (for ``load_from``, ``--resume``, a backbone's
     ``init_cfg`` and ``tools/test.py``). A zip-format file is memory-mapped:
     its tensor data is not read, so the check costs little even for a large
     file. Not found: damage inside a tensor's bytes of a zip whose directory
     is intact. With ``state_dict``, a file that holds no state dict (a list,
-    a tensor, ``{'state_dict': 'text'}``) is refused too.
+    a tensor, ``{'state_dict': 'text'}``) is refused too. ``setting`` (e.g.
+    ``'load_from'``) names where ``path`` was given, at the start of the
+    error.
 
-    An ``http(s)://`` address is downloaded first, to the file of torch.hub's
-    cache where mmengine's loader (``torch.hub.load_state_dict_from_url``)
-    then finds it, and that copy is checked; the error names both. Other
-    schemes (``openmmlab://``, ...) are left to their loader, under
-    :func:`weights_only_loads`.
+    An ``http(s)://`` address is downloaded first (:func:`download`), to
+    the file of torch.hub's cache where mmengine's loader then finds it,
+    and that copy is checked; the error names both. An address that
+    mmengine would read as a local file name (``HTTP://``, ``file://``) is
+    refused. Other schemes (``openmmlab://``, ...) are left to their
+    loader, under :func:`weights_only_loads`.
     """
     path = str(path)
-    if path.startswith(('http://', 'https://')):
-        copy = osp.join(torch.hub.get_dir(), 'checkpoints',
-                        osp.basename(urllib.parse.urlparse(path).path))
-        if not osp.isfile(copy):
-            os.makedirs(osp.dirname(copy), exist_ok=True)
-            torch.hub.download_url_to_file(path, copy, progress=False)
-        try:
-            return check_checkpoint(copy, state_dict)
-        except CheckpointError as e:
-            raise type(e)(f'{path}, downloaded to {e}', e.what) from None
-    if '://' in path:
-        return
-    checkpoint = safe_load(path, map_location='cpu', mmap=osp.isfile(path)
-                           and zipfile.is_zipfile(path))
-    if state_dict:
-        state_dict_of(checkpoint, path)
+    try:
+        if path.startswith(('http://', 'https://')):
+            copy = download(path)
+            try:
+                return check_checkpoint(copy, state_dict)
+            except CheckpointError as e:
+                raise type(e)(
+                    f'{path}, downloaded to {e} (torch.hub loads that copy '
+                    f'again rather than download anew: delete it to '
+                    f'download again)', e.what) from None
+        if '://' in path:
+            return _check_url(path)
+        checkpoint = safe_load(path, map_location='cpu',
+                               mmap=osp.isfile(path)
+                               and zipfile.is_zipfile(path))
+        if state_dict:
+            state_dict_of(checkpoint, path)
+    except CheckpointError as e:
+        if setting is None:
+            raise
+        raise type(e)(f'{setting} {e}', e.what) from None
 
 
 def require_file(path, what: str = 'checkpoint') -> None:

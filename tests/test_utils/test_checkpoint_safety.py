@@ -34,6 +34,7 @@ from mmcpvt.engine import WeightsOnlyLoadHook
 from mmcpvt.registry import MODELS
 from mmcpvt.utils.checkpoint import (AtomicLocalBackend,
                                      BrokenCheckpointError,
+                                     CheckpointDownloadError,
                                      CheckpointMismatchError,
                                      UnsafeCheckpointError, check_checkpoint)
 from tests.utils import ROOT, explain, run_tool
@@ -392,6 +393,104 @@ def test_init_cfg_by_url_names_what_is_wrong_with_the_download(
         f"CPVT: init_cfg Pretrained {url}, downloaded to {copy}: ")
     assert (UNSAFE if kind == 'evil' else BROKEN) in str(e.value)
     assert not marker.exists()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def file_server(tmp_path, monkeypatch):
+    """(base URL, served folder) of an http server on 127.0.0.1; torch.hub's
+    cache in tmp_path/torch_home."""
+    served = tmp_path / 'served'
+    served.mkdir()
+    torch.save({'state_dict': {'w': torch.ones(1)}}, served / 'good.pth')
+    handler = functools.partial(QuietHandler, directory=served)
+    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch_home'))
+    yield f'http://127.0.0.1:{server.server_address[1]}', served
+    server.shutdown()
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+# case -> (URL from the server's base and folder, the start of the reason
+# and of what to do, in the message)
+URL_FAILURES = {
+    '404': (lambda base, d: f'{base}/missing.pth',
+            'the download failed (HTTP Error 404: File not found). Check '
+            'the address'),
+    'connection refused': (
+        lambda base, d: f'http://127.0.0.1:{_free_port()}/model.pth',
+        'the download failed ([Errno 111] Connection refused). Check the '
+        'address'),
+    'path ends in /': (lambda base, d: f'{base}/',
+                       'names no file (its path ends in "/")'),
+    'HTTP://': (lambda base, d: base.replace('http', 'HTTP') + '/good.pth',
+                'no checkpoint loader of mmengine takes the scheme HTTP:// '),
+    'file://': (lambda base, d: f'file://{d}/good.pth',
+                'no checkpoint loader of mmengine takes the scheme file:// '),
+}
+FIXES = {'HTTP://': lambda url: 'write ' + url.replace('HTTP', 'http'),
+         'file://': lambda url: "give the file's path, " + url[7:],
+         'path ends in /': lambda url: f'e.g. {url}model.pth'}
+
+
+@pytest.mark.parametrize('case', list(URL_FAILURES))
+def test_a_url_that_cannot_be_fetched_is_named_with_what_to_do(
+        runner, file_server, tmp_path, case):
+    """check_checkpoint, a backbone's init_cfg and the runner's load_from
+    and resume (with our hook): one CheckpointDownloadError naming the URL
+    and where it was given, what went wrong and what to do, and nothing
+    left in torch.hub's cache (no .partial). It used to be a urllib
+    traceback, or for HTTP:// and file:// mmengine's "can not be found"."""
+    base, served = file_server
+    make_url, reason = URL_FAILURES[case]
+    url = make_url(base, served)
+    paths = _load_paths(runner, tmp_path)
+    for name, load, setting in [
+            ('check_checkpoint', functools.partial(
+                check_checkpoint, setting='load_from'), 'load_from '),
+            ('init_cfg', paths['init_cfg'], 'CPVT: init_cfg Pretrained '),
+            ('load_from', paths['load_from'], ''),
+            ('resume', paths['resume'], '')]:
+        with pytest.raises(CheckpointDownloadError) as e:
+            load(url)
+        msg = str(e.value)
+        print(f'{case:20} {name:16} {msg}')
+        assert msg.startswith(f'{setting}{url}'), (name, msg)
+        assert reason in msg, (name, msg)
+        if case in FIXES:
+            assert FIXES[case](url) in msg, (name, msg)
+        else:
+            assert 'give its local path instead of the URL' in msg
+    cache = tmp_path / 'torch_home' / 'hub' / 'checkpoints'
+    assert not cache.exists() or os.listdir(cache) == []
+
+
+def test_a_fetched_url_that_is_no_checkpoint_says_how_to_download_again(
+        file_server):
+    """A web page served where a checkpoint was expected: named as no
+    checkpoint, with the copy that torch.hub would load again."""
+    base, served = file_server
+    (served / 'page.pth').write_text('<!DOCTYPE html><html></html>')
+    url = f'{base}/page.pth'
+    with pytest.raises(BrokenCheckpointError) as e:
+        check_checkpoint(url)
+    msg = str(e.value)
+    assert msg.startswith(f'{url}, downloaded to ') and 'not a checkpoint' \
+        in msg
+    assert 'delete it to download again' in msg
+    check_checkpoint(f'{base}/good.pth')  # and a good one passes
 
 
 def test_checkpoints_our_tools_write_still_load(tmp_path):

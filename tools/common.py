@@ -18,6 +18,7 @@ import os
 import os.path as osp
 import pickle
 import sys
+import tempfile
 from typing import Dict, List, Optional
 
 from mmengine.config import Config, DictAction
@@ -101,20 +102,42 @@ def blocking_file(path: str) -> Optional[str]:
     return path if path and not osp.isdir(path) else None
 
 
-def check_output(option: str, path: str, example: str,
-                 source: Optional[str] = None) -> None:
+def _input_at(path: str, inputs) -> Optional[str]:
+    """The one of ``inputs`` (paths) that ``path`` is, also through a link;
+    None if it is none of them."""
+    return next((i for i in inputs if i and '://' not in str(i)
+                 and osp.exists(i) and osp.exists(path)
+                 and osp.samefile(i, path)), None)
+
+
+def _unwritable(path: str) -> Optional[str]:
+    """Why no file can be made in the directory ``path`` or in the one of
+    its parents that exists (the directories between are made), or None:
+    a file is made there and removed (``os.access`` says yes to root on a
+    read-only file system)."""
+    while not osp.exists(path):
+        path = osp.dirname(path)
+    try:
+        with tempfile.TemporaryFile(dir=path):
+            return None
+    except OSError as e:
+        return f'{path} is not writable ({e.strerror})'
+
+
+def check_output(option: str, path: str, example: str, inputs=()) -> None:
     """Refuse, before any work, an output file ``path`` (the argument
     ``option``; ``example``: a file name for it) that is a directory, lies
-    under a file, or is the input file ``source`` (also through a link).
+    under a file or in a directory that cannot be written, or is one of the
+    run's ``inputs`` (its checkpoint, config, data; also through a link).
 
     Raises:
         ValueError: naming ``option``, ``path`` and what it takes.
     """
-    if source is not None and osp.exists(source) and osp.exists(path) \
-            and osp.samefile(source, path):
+    same = _input_at(path, inputs)
+    if same is not None:
         raise ValueError(
-            f'{option} {path} is the source {source} (the same file): '
-            f'writing it would overwrite the original; give another path')
+            f'{option} {path} is {same}, an input of this run (the same '
+            f'file): writing it would overwrite it; give another path')
     if osp.isdir(path):
         raise ValueError(f'{option} {path} is a directory; it takes the file '
                          f'to write, e.g. {osp.join(path, example)}')
@@ -122,6 +145,10 @@ def check_output(option: str, path: str, example: str,
     if parent is not None:
         raise ValueError(f'{option} {path}: {parent} is a file, not a '
                          f'directory; it takes a file path in a directory')
+    why = _unwritable(osp.dirname(osp.abspath(path)))
+    if why is not None:
+        raise ValueError(f'{option} {path}: {why}; give a path you can '
+                         f'write')
 
 
 def checked(cast, ok, rule: str):
@@ -143,17 +170,27 @@ def positive(cast):
     return checked(cast, lambda value: value > 0, 'must be > 0')
 
 
-def check_output_dir(option: str, path: str, what: str) -> None:
+def check_output_dir(option: str, path: str, what: str, inputs=()) -> None:
     """Refuse, before any work, an output directory ``path`` (the argument
-    ``option``; ``what``: what goes in it) that is a file or lies under one.
+    ``option``; ``what``: what goes in it) that is a file, lies under one,
+    cannot be written, or is one of the run's ``inputs`` (a data folder).
 
     Raises:
-        ValueError: naming ``option``, ``path`` and the file in the way.
+        ValueError: naming ``option``, ``path`` and what is in the way.
     """
+    same = _input_at(path, inputs)
+    if same is not None:
+        raise ValueError(f'{option} {path} is {same}, an input of this run: '
+                         f'{what} written there could overwrite its files; '
+                         f'give another directory')
     found = blocking_file(osp.abspath(path))
     if found is not None:
         raise ValueError(f'{option} {path}: {found} is a file; it takes a '
                          f'directory for {what} (made if missing)')
+    why = _unwritable(osp.abspath(path))
+    if why is not None:
+        raise ValueError(f'{option} {path}: {why}; it takes a directory '
+                         f'for {what} that you can write')
 
 
 def require(parser: argparse.ArgumentParser, path: str, what: str) -> None:

@@ -53,6 +53,12 @@ def enable_visualization(cfg: Config, show_dir: str) -> None:
             'default_hooks (e.g. visualization=dict(type='
             '"VisualizationHook")), and the config has none')
     scope = cfg.get('default_scope', None)
+    try:  # (mmdet puts a relative one in a new folder of the work dir)
+        if scope != 'mmdet' or osp.isabs(show_dir):
+            common.check_output_dir('--show-dir', show_dir,
+                                    'drawn predictions')
+    except ValueError as e:
+        raise SystemExit(f'test.py: error: {e}') from None
     if scope == 'mmpretrain':
         # every image (the hook's default is one in 5000)
         hook.update(enable=True, out_dir=show_dir, interval=1)
@@ -72,16 +78,33 @@ OUT_FORMATS = dict(pred=('.pkl', '.pickle'),
                    metrics=('.json', '.yaml', '.yml', '.pkl', '.pickle'))
 
 
-def check_out(out: str, item: str, scope: str) -> None:
+def inputs(cfg: Config, args) -> list:
+    """What the test reads, which no output may overwrite: the checkpoint,
+    the config, the test set's annotation file and image / label folders
+    and the evaluator's annotation file."""
+    dataset = cfg.get('test_dataloader', {}).get('dataset', {})
+    data = [dataset.get('ann_file'), *(dataset.get('data_prefix') or {
+    }).values()]
+    evaluators = cfg.get('test_evaluator') or []
+    return [args.checkpoint, args.config] + [
+        osp.join(dataset.get('data_root') or '', p) for p in data
+        if isinstance(p, str) and p
+    ] + [e.get('ann_file') for e in (
+        evaluators if isinstance(evaluators, list) else [evaluators])]
+
+
+def check_out(out: str, item: str, scope: str, read=()) -> None:
     """SystemExit for an ``--out`` that cannot be written: a directory (or
-    a path under a file) where a file is written, a file where mmseg writes
-    a directory of maps, a file name of another format."""
+    a path under a file or in a folder that cannot be written) where a file
+    is written, a file where mmseg writes a directory of maps, a file name
+    of another format, one of the files the test reads (``read``)."""
     formats = OUT_FORMATS[item]
     try:
         if item == 'pred' and scope == 'mmseg':  # a directory of maps
-            common.check_output_dir('--out', out, "mmseg's prediction maps")
+            common.check_output_dir('--out', out, "mmseg's prediction maps",
+                                    read)
         else:
-            common.check_output('--out', out, f'results{formats[0]}')
+            common.check_output('--out', out, f'results{formats[0]}', read)
             if not out.endswith(formats):
                 raise ValueError(f'--out {out}: with --out-item {item} it '
                                  f'takes a file name ending in '
@@ -101,7 +124,7 @@ def merge_args(cfg: Config, args) -> Config:
         enable_visualization(cfg, args.show_dir)
     scope = cfg.get('default_scope', None)
     if args.out:  # refused before the test runs, not after it
-        check_out(args.out, args.out_item, scope)
+        check_out(args.out, args.out_item, scope, inputs(cfg, args))
     if args.out and args.out_item == 'pred':
         if scope == 'mmseg':
             # mmseg's IoUMetric writes prediction maps into a directory.

@@ -203,13 +203,20 @@ def test_tool(config, tmp_path_factory):
 
 
 @pytest.mark.parametrize('case', ['directory', 'under a file', 'format',
-                                  'metrics format', 'seg maps under a file'])
+                                  'metrics format', 'seg maps under a file',
+                                  'the checkpoint', 'unwritable'])
 def test_test_out_is_checked_before_the_test_runs(test_tool, tmp_path, case):
-    """tools/test.py's ``--out`` that cannot take what the run writes is
-    refused in merge_args, before the runner is built."""
+    """tools/test.py's ``--out`` that cannot take what the run writes, or
+    would overwrite what it reads, is refused in merge_args, before the
+    runner is built."""
     afile = tmp_path / 'a_file'
     afile.write_text('')
+    checkpoint = test_tool[1][1]
     out, options, expected = {
+        'the checkpoint': (checkpoint, ['--out-item', 'metrics'],
+                           f'is {checkpoint}, an input of this run (the '
+                           'same file): writing it would overwrite it'),
+        'unwritable': ('/proc/p.pkl', [], '/proc is not writable'),
         'directory': (tmp_path, [], f'--out {tmp_path} is a directory; it '
                       f'takes the file to write, e.g. '
                       f'{tmp_path / "results.pkl"}'),
@@ -229,6 +236,16 @@ def test_test_out_is_checked_before_the_test_runs(test_tool, tmp_path, case):
         merged(test_tool, '--out', str(out), *options)
     assert f'test.py: error: --out {out}' in str(error.value)
     assert expected in str(error.value), str(error.value)
+
+
+def test_test_show_dir_under_a_file_is_refused(test_tool, tmp_path):
+    afile = tmp_path / 'a_file'
+    afile.write_text('')
+    with pytest.raises(SystemExit) as error:
+        merged(test_tool, '--show-dir', str(afile / 'vis'))
+    assert str(error.value) == (
+        f'test.py: error: --show-dir {afile / "vis"}: {afile} is a file; it '
+        'takes a directory for drawn predictions (made if missing)')
 
 
 def test_train_refuses_misspelt_key_as_a_user_runs_it(tmp_path):

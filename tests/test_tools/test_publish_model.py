@@ -97,11 +97,30 @@ def test_out_file_equal_to_in_file_is_refused(tmp_path, monkeypatch, how):
     elif how == 'symlink':
         out = str(tmp_path / 'link.pth')
         os.symlink(src, out)
-    with pytest.raises(SystemExit, match='is the source'):
+    with pytest.raises(SystemExit, match='an input of this run'):
         publish_model.main([str(src), out])
     assert src.read_bytes() == before
     assert sorted(os.listdir(tmp_path)) == sorted(
         ['epoch_1.pth'] + (['link.pth'] if how == 'symlink' else []))
+
+
+@pytest.mark.parametrize('keys, message', [
+    (['state_dict', 'nosuchkey'], '--save-keys nosuchkey: {src} has no such '
+     'key (it has: meta, state_dict, optimizer, param_schedulers, '
+     'message_hub)'),
+    (['meta'], '--save-keys meta: keep state_dict too'),
+])
+def test_save_keys_that_would_lose_the_weights_are_refused(
+        tmp_path, capsys, keys, message):
+    """A key the checkpoint lacks (it used to give an empty checkpoint) and
+    a list without state_dict are refused; nothing is written."""
+    src = tmp_path / 'epoch_1.pth'
+    _training_checkpoint(src)
+    with pytest.raises(SystemExit) as e:
+        publish_model.main([str(src), str(tmp_path / 'pub.pth'),
+                            '--save-keys', *keys])
+    assert message.format(src=src) in f'{e.value} {capsys.readouterr().err}'
+    assert os.listdir(tmp_path) == ['epoch_1.pth']
 
 
 @pytest.mark.parametrize('case', ['directory', 'under a file'])

@@ -78,7 +78,8 @@ def parse_instrument_args(doc: str, argv, what: str, num_images: int,
     args = parser.parse_args(argv)
     if args.out is not None:
         try:
-            check_output('--out', args.out, out_example)
+            check_output('--out', args.out, out_example,
+                         [args.config, args.checkpoint])
         except ValueError as e:
             parser.error(str(e))
     return parser, args

@@ -153,7 +153,8 @@ def parse_args(argv=None):
     args.output_file = args.output_file or osp.join('work_dirs', name,
                                                     f'{name}.onnx')
     try:  # a directory, or under a file: refused before anything is built
-        common.check_output('--output-file', args.output_file, f'{name}.onnx')
+        common.check_output('--output-file', args.output_file, f'{name}.onnx',
+                            [args.config, args.checkpoint])
     except ValueError as e:
         parser.error(str(e))
     return parser, args

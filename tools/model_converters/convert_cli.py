@@ -49,7 +49,7 @@ def convert_file(src: str, dst: str, family: str, **kwargs) -> str:
     for files of ``PROGRESS_MIN_BYTES`` or more; returns the report's
     summary."""
     stem = osp.splitext(osp.basename(src))[0]
-    common.check_output('dst', dst, f'{stem}_mmcpvt.pth', source=src)
+    common.check_output('dst', dst, f'{stem}_mmcpvt.pth', inputs=[src])
     checkpoint = state_dict_of(load_checkpoint(src), src)
     converted, report = CONVERTERS[family](
         checkpoint, progress=osp.getsize(src) >= PROGRESS_MIN_BYTES,

@@ -41,11 +41,15 @@ def publish(in_file: str, out_file: str, save_keys=SAVE_KEYS) -> str:
     """Write the published form of ``in_file`` next to ``out_file``, named
     ``<out_file without .pth>-<sha256[:8]>.pth``; returns that path."""
     stem = osp.splitext(osp.basename(in_file))[0]
-    common.check_output('OUT_FILE', out_file, f'{stem}.pth', source=in_file)
+    common.check_output('OUT_FILE', out_file, f'{stem}.pth', inputs=[in_file])
     checkpoint = load_checkpoint(in_file)
     state_dict = state_dict_of(checkpoint, in_file)
     if 'state_dict' not in checkpoint:  # a bare (converted) or official one
         checkpoint = dict(state_dict=state_dict)
+    absent = [k for k in save_keys if k not in checkpoint]
+    if absent:
+        raise ValueError(f'--save-keys {" ".join(absent)}: {in_file} has no '
+                         f'such key (it has: {", ".join(checkpoint)})')
     removed = [k for k in checkpoint if k not in save_keys]
     checkpoint = {k: v for k, v in checkpoint.items() if k in save_keys}
     if removed:
@@ -73,8 +77,13 @@ def parse_args(argv=None):
         'OUT_STEM.pth becomes OUT_STEM-<sha256[:8]>.pth')
     parser.add_argument(
         '--save-keys', nargs='+', default=list(SAVE_KEYS),
-        help='top-level keys to keep. Defaults to meta state_dict.')
-    return parser.parse_args(argv)
+        help='top-level keys to keep, state_dict among them. Defaults to '
+        'meta state_dict.')
+    args = parser.parse_args(argv)
+    if 'state_dict' not in args.save_keys:  # a file without weights
+        parser.error(f'--save-keys {" ".join(args.save_keys)}: keep '
+                     f'state_dict too, the weights are what is published')
+    return args
 
 
 def main(argv=None):

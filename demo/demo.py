@@ -1,9 +1,13 @@
 """The demo (``make demo``; docs/demo.md): a model with PEGs and its learned-
-PE twin trained side by side on generated data, tested without fine-tuning
-at the training size and on larger inputs, compared with 95 % intervals of a
-bootstrap over the test images, paired between the models. Exit status 1 if
-a step fails or a trained model does not beat its untrained self."""
+PE twin trained side by side on generated data (``--seeds N``: N runs of
+each), tested without fine-tuning at the training size and on larger inputs.
+Compared twice: at the end of training, and at matched skill (the checkpoint
+of the model ahead whose training-size score is nearest the other's final
+one). 95 % intervals of a two-level bootstrap: each model's training runs,
+then the test images, paired between the models. Exit status 1 if a step
+fails or a trained model does not beat its untrained self."""
 import argparse
+import functools
 import glob
 import json
 import os
@@ -97,7 +101,10 @@ CANVAS = {c: TestSet(f'canvas {c:g}x', c, c) for c in (1.5, 2.0)}
 # What differs between the tasks: models (PEG first), the data generator and
 # its arguments (with --quick; a canvas test set's), --cfg-options for a data
 # root, how a test keeps its predictions (keep) and scores them (score);
-# comparable: training-size scores this close make "kept" compare equals.
+# comparable: training-size scores this close make "kept" compare equals
+# (the matched-skill checkpoint must be this close); checkpoint_every: the
+# iterations between the checkpoints that the matched-skill comparison
+# searches.
 TASKS: Dict[str, Task] = {
     'det': Task(
         title='detection: RetinaNet with PVT-tiny, PEG vs learned PE (mmdet)',
@@ -127,7 +134,7 @@ TASKS: Dict[str, Task] = {
             f'{root}/annotations/instances_val2017.json',
             osp.join(out, 'dets.bbox.json')),
         test_sets=(TRAIN_SIZE, SCALED[1.5], CANVAS[1.5], CANVAS[2.0]),
-        metric='mAP', fmt='{:.3f}', comparable=0.05),
+        metric='mAP', fmt='{:.3f}', comparable=0.05, checkpoint_every=30),
     'cls': Task(
         title='classification: CPVT-GAP, PEG vs learned PE (mmpretrain)',
         models=(('PEG', 'configs/demo/cpvt-tiny-gap_demo_imagenet.py'),
@@ -149,7 +156,8 @@ TASKS: Dict[str, Task] = {
         score=lambda out, root: top1(osp.join(out, 'preds.pkl')),
         test_sets=(TRAIN_SIZE, SCALED[1.5], SCALED[2.0], CANVAS[1.5],
                    CANVAS[2.0]),
-        metric='top-1 %', fmt='{:.1f}', comparable=5.0),
+        metric='top-1 %', fmt='{:.1f}', comparable=5.0,
+        checkpoint_every=60),
 }
 
 
@@ -175,16 +183,27 @@ def ensure_data(task: Task, path: str, spec: dict) -> dict:
     return info
 
 
-def run_all(steps: list, progress: Callable = lambda: None) -> int:
-    """Run ``steps`` ``[(cmd, log file or None, threads)]`` at once, calling
-    ``progress()`` meanwhile; if one fails, stop the others (its log's tail
-    is shown). Returns the first failure's exit status, or 0."""
-    procs = [(subprocess.Popen(cmd, stdout=log and open(log, 'w'),
-                               stderr=log and subprocess.STDOUT, env=dict(
-                                   os.environ, OMP_NUM_THREADS=str(threads))),
-              log) for cmd, log, threads in steps]
-    rc = 0
-    while not rc and any(p.poll() is None for p, _ in procs):
+# One test of one checkpoint: the model (its index in the task's models),
+# the seed of its training run, the test set's label, the checkpoint, the
+# images (a data root) and their size, and the folder of its results.
+Test = namedtuple('Test', 'model seed label checkpoint root size out')
+
+
+def run_all(steps: list, progress: Callable = lambda: None,
+            jobs: Optional[int] = None) -> int:
+    """Run ``steps`` ``[(cmd, log file or None, threads)]``, ``jobs`` at a
+    time (all at once by default), calling ``progress()`` meanwhile; if one
+    fails, stop the others and start no more (its log's tail is shown).
+    Returns the first failure's exit status, or 0."""
+    waiting, procs, rc = list(steps), [], 0
+    while not rc and (waiting or any(p.poll() is None for p, _ in procs)):
+        while waiting and sum(p.poll() is None for p, _ in procs) < (
+                jobs or len(steps)):
+            cmd, log, threads = waiting.pop(0)
+            procs.append((subprocess.Popen(
+                cmd, stdout=log and open(log, 'w'),
+                stderr=log and subprocess.STDOUT,
+                env=dict(os.environ, OMP_NUM_THREADS=str(threads))), log))
         rc = next((p.returncode for p, _ in procs if p.returncode), 0)
         progress()
         time.sleep(1)
@@ -200,38 +219,66 @@ def run_all(steps: list, progress: Callable = lambda: None) -> int:
     return rc
 
 
-def evaluate_model(task_name: str, index: int, runs: list, out_dir: str):
-    """Test model ``index`` on ``runs`` ``[(label, checkpoint, data_root,
-    size)]`` (runners as ``tools/test.py``'s) into ``out_dir/<label>/``."""
+def evaluate_model(task_name: str, tests: list):
+    """Run ``tests`` (:class:`Test` fields) one after the other, each with
+    a runner as ``tools/test.py`` builds it, into its ``out`` folder."""
     sys.path.insert(0, osp.join(REPO, 'tools', 'analysis_tools'))
     from resolution import run_test, save_untrained, set_test_size
     task = TASKS[task_name]
-    name, config = task.models[index]
-    for label, checkpoint, root, size in runs:
-        cfg = load_config(config, task.options(root))
-        set_test_size(cfg, size)
-        out = osp.join(out_dir, label.replace(' ', '_'))
-        os.makedirs(out, exist_ok=True)
-        if label == UNTRAINED.label:  # its init table goes to a file
-            save_untrained(cfg, checkpoint, osp.join(out, 'init.log'))
-        cfg.load_from, cfg.work_dir, cfg.launcher = checkpoint, out, 'none'
-        task.keep(cfg, out)
-        print(f'[demo] test {name}: {label}, {size} px', flush=True)
-        with open(osp.join(out, 'metrics.json'), 'w') as f:
-            json.dump(run_test(cfg, osp.join(out, 'console.log')), f)
+    for t in map(Test._make, tests):
+        name, config = task.models[t.model]
+        cfg = load_config(config, task.options(t.root))
+        set_test_size(cfg, t.size)
+        os.makedirs(t.out, exist_ok=True)
+        if t.label == UNTRAINED.label:  # its init table goes to a file
+            save_untrained(cfg, t.checkpoint, osp.join(t.out, 'init.log'),
+                           seed=t.seed)
+        cfg.load_from, cfg.work_dir, cfg.launcher = t.checkpoint, t.out, 'none'
+        task.keep(cfg, t.out)
+        print(f'[demo] test {name}, seed {t.seed}, '
+              f'{osp.basename(t.checkpoint)}: {t.label}, {t.size} px',
+              flush=True)
+        with open(osp.join(t.out, 'metrics.json'), 'w') as f:
+            json.dump(run_test(cfg, osp.join(t.out, 'console.log')), f)
 
 
-def report(task: Task, stats: dict, sizes: dict) -> tuple:
-    """The table's rows and ``{test: {model or 'difference': {figure:
-    [value, 2.5th, 97.5th percentile of the resamples]}}}`` of each model's
-    score and "kept" (% of its training-size score), and PEG - twin."""
+def evaluate(task_name: str, tests: list, cores: int) -> int:
+    """``tests`` in at most ``cores`` processes at once, shared out so that
+    each has about as many pixels to run as the others (the largest test
+    first, to the least loaded). Returns the exit status, as run_all's."""
+    groups = [[] for _ in range(min(cores, len(tests)))]
+    for t in sorted(tests, key=lambda t: -t.size**2):
+        min(groups, key=lambda g: sum(u.size**2 for u in g)).append(t)
+    return run_all([([sys.executable, __file__, '--evaluate', json.dumps(
+        [task_name, g])], None, max(1, cores // len(groups)))
+        for g in groups])
+
+
+def nearest(curve: Dict[int, float], target: float) -> int:
+    """The iteration of ``curve`` (``{iteration: score}``) whose score is
+    nearest ``target``; the earliest of a tie."""
+    return min(sorted(curve), key=lambda k: abs(curve[k] - target))
+
+
+def header(task: Task) -> list:
     (a, _), (b, _) = task.models
-    rows = [['test set', 'size', f'{a}: {task.metric}', f'{b}: '
-             f'{task.metric}', f'{a} - {b}', f'{a}: kept %', f'{b}: kept %',
-             'kept: difference']]
-    figures = {}
+    return ['test set', 'size', f'{a}: {task.metric}', f'{b}: '
+            f'{task.metric}', f'{a} - {b}', f'{a}: kept %', f'{b}: kept %',
+            'kept: difference']
+
+
+def report(task: Task, stats: dict, sizes: dict, pair: tuple) -> tuple:
+    """The table rows of the models ``pair`` (keys of ``stats``, in the
+    order of the task's models) on the tests both have, in the order of
+    ``sizes``, and ``{test: {model or 'difference': {figure: [value, 2.5th,
+    97.5th percentile of the resamples]}}}`` of each one's score and "kept"
+    (% of its training-size score), and the first minus the second."""
+    a, b = pair
+    rows, figures = [], {}
     for label, size in sizes.items():
-        v = {m: {task.metric: stats[m][label]} for m in (a, b)}
+        if label not in stats[a] or label not in stats[b]:
+            continue
+        v = {m: {task.metric: stats[m][label]} for m in pair}
         for m in () if label in (UNTRAINED.label, TRAIN_SIZE.label) else v:
             v[m]['kept %'] = 100 * stats[m][label] / stats[m][TRAIN_SIZE.label]
         v['difference'] = {k: v[a][k] - v[b][k] for k in v[a]}
@@ -245,7 +292,7 @@ def report(task: Task, stats: dict, sizes: dict) -> tuple:
 
 
 def run(task_name: str, quick: bool, data_root: Optional[str],
-        work_dir: str) -> int:
+        work_dir: str, seeds: int) -> int:
     """Data, training, tests and report. Returns the exit status."""
     task, t0, py = TASKS[task_name], time.time(), sys.executable
     cfg = load_config(task.models[0][1])
@@ -258,81 +305,168 @@ def run(task_name: str, quick: bool, data_root: Optional[str],
     infos = {c: ensure_data(task, root, spec if c == 1 else
                             task.canvas_data(spec, c))
              for c, root in roots.items()}
-    if glob.glob(osp.join(work_dir, '*.train.log')):
+    if glob.glob(osp.join(work_dir, '**', '*.train.log'), recursive=True):
         shutil.rmtree(work_dir)  # an earlier demo's: its results would mix
     os.makedirs(work_dir, exist_ok=True)
-    dirs = {n: osp.join(work_dir, n.replace(' ', '_').lower())
-            for n, _ in task.models}
-    threads = max(1, len(os.sched_getaffinity(0)) // 2)
-    epochs = cfg.train_cfg.max_epochs
+    names = [n for n, _ in task.models]
+    # the runs, both models of a seed next to each other
+    runs = {(i, s): osp.join(work_dir, names[i].replace(' ', '_').lower(),
+                             f'seed{s}')
+            for s in range(seeds) for i in range(len(names))}
+    for d in runs.values():
+        os.makedirs(osp.dirname(d), exist_ok=True)
+    cores = len(os.sched_getaffinity(0))
+    jobs = min(cores, len(runs))
+    threads = max(1, cores // jobs)
+    epochs, every = cfg.train_cfg.max_epochs, task.checkpoint_every
     iters = epochs * -(-infos[1]['num_train'] // cfg.train_dataloader
                        .batch_size)
-    print(f'[demo] {task.title}: train both at once, {iters} iterations, '
-          f'{threads} thread(s) each (logs: {work_dir}/)', flush=True)
-    shown = dict.fromkeys(dirs, 0)
+    print(f'[demo] {task.title}: train {seeds} run(s) of each, {jobs} at '
+          f'once, {threads} thread(s) each, {iters} iterations, a checkpoint '
+          f'every {every} (logs: {work_dir}/)', flush=True)
+    shown = dict.fromkeys(runs, 0)
 
-    def progress():  # about ten lines per model, from the scalar logs
-        for name, d in dirs.items():
+    def progress():  # about ten lines per run, from the scalar logs
+        for (i, s), d in runs.items():
             log = glob.glob(osp.join(d, '*', 'vis_data', 'scalars.json'))
             last = ([json.loads(r) for r in (open(log[0]) if log else ())
                      if '"loss"' in r and r.endswith('}\n')] or [{}])[-1]
-            if last.get('step', 0) >= shown[name] + iters / 10:
-                shown[name] = last['step']
+            if last.get('step', 0) >= shown[i, s] + iters / 10:
+                shown[i, s] = last['step']
                 left = (iters - last['step']) * last['time'] / 60
-                print(f'[demo] train {name}: iter {last["step"]}/{iters}, '
-                      f'loss {last["loss"]:.3f}, ~{left:.1f} min left',
-                      flush=True)
-    if run_all([([py, 'tools/train.py', config, '--work-dir', dirs[name],
+                print(f'[demo] train {names[i]}, seed {s}: iter '
+                      f'{last["step"]}/{iters}, loss {last["loss"]:.3f}, '
+                      f'~{left:.1f} min left', flush=True)
+    if run_all([([py, 'tools/train.py', task.models[i][1], '--work-dir', d,
                   '--cfg-options', *task.options(data_root),
-                  f'train_cfg.val_begin={epochs + 1}'],  # the demo tests
-                 f'{dirs[name]}.train.log', threads)
-                for name, config in task.models], progress):
+                  f'train_cfg.val_begin={epochs + 1}',  # the demo tests
+                  f'randomness.seed={s}',
+                  'default_hooks.checkpoint.by_epoch=False',
+                  f'default_hooks.checkpoint.interval={every}'],
+                 f'{d}.train.log', threads)
+                for (i, s), d in runs.items()], progress, jobs):
         return 1
-    train_min = (time.time() - t0) / 60
+    t_train = time.time()
     tests = (UNTRAINED, ) + task.test_sets
-    sizes = {s.label: round(size * s.scale) for s in tests}
-    images = {s.label: roots[s.canvas] for s in tests}
-    runs = {name: [(s.label, osp.join(d, 'untrained.pth' if s == UNTRAINED
-                                      else f'epoch_{epochs}.pth'),
-                    images[s.label], sizes[s.label]) for s in tests]
-            for name, d in dirs.items()}
-    if run_all([([py, __file__, '--evaluate', json.dumps([
-            task_name, i, runs[name], osp.join(dirs[name], 'test')])], None,
-            threads) for i, (name, _) in enumerate(task.models)]):
+    sizes = {t.label: round(size * t.scale) for t in tests}
+    images = {t.label: roots[t.canvas] for t in tests}
+
+    def test(i, s, t, it):  # model i's run s on test set t, at iteration it
+        d = runs[i, s]
+        if t == UNTRAINED:
+            return Test(i, s, t.label, osp.join(d, 'untrained.pth'),
+                        images[t.label], sizes[t.label],
+                        osp.join(d, 'test', 'untrained'))
+        return Test(i, s, t.label, osp.join(d, f'iter_{it}.pth'),
+                    images[t.label], sizes[t.label],
+                    osp.join(d, 'test', f'iter_{it}',
+                             t.label.replace(' ', '_')))
+
+    score = functools.lru_cache(None)(lambda t: task.score(t.out, t.root))
+
+    def scores(i, t, it):  # one per run
+        return [score(test(i, s, t, it)) for s in range(seeds)]
+
+    def mean(i, t, it):  # over the runs, every image once
+        return float(np.mean([x(np.ones(x.num_images))
+                              for x in scores(i, t, it)]))
+    # the final checkpoints on every test set; then, from the model ahead at
+    # the training size, its earlier checkpoints there; the one nearest the
+    # other model's final score on the other test sets
+    if evaluate(task_name, [test(i, s, t, iters) for i, s in runs
+                            for t in tests], cores):
         return 1
-    stats = bootstrap({name: {label: task.score(osp.join(
-        d, 'test', label.replace(' ', '_')), images[label]) for label in sizes}
-        for name, d in dirs.items()}, images, RESAMPLES, SEED)
-    rows, figures = report(task, stats, sizes)
-    minutes = (time.time() - t0) / 60
+    final = [mean(i, TRAIN_SIZE, iters) for i in range(len(names))]
+    lead = int(final[1] > final[0])
+    other = 1 - lead
+    earlier = list(range(every, iters, every))
+    if evaluate(task_name, [test(lead, s, TRAIN_SIZE, it) for s in
+                            range(seeds) for it in earlier], cores):
+        return 1
+    curve = {it: mean(lead, TRAIN_SIZE, it) for it in earlier + [iters]}
+    at = nearest(curve, final[other])
+    gap = curve[at] - final[other]
+    matched = at != iters and abs(gap) <= task.comparable
+    if matched and evaluate(task_name, [
+            test(lead, s, t, at) for s in range(seeds)
+            for t in task.test_sets[1:]], cores):
+        return 1
+    t_test = time.time()
+    lead_at = f'{names[lead]} at iter {at}'
+    runs_scores = {names[i]: {t.label: scores(i, t, iters) for t in tests}
+                   for i in range(len(names))}
+    if matched:
+        runs_scores[lead_at] = {t.label: scores(lead, t, at)
+                                for t in task.test_sets}
+    stats = bootstrap(runs_scores, images, RESAMPLES, SEED)
+    rows, figures = report(task, stats, sizes, tuple(names))
+    signed = task.fmt.replace('{:', '{:+')
+    found = (f'{names[lead]}\'s checkpoints at the training size '
+             f'({task.metric}{f", mean of {seeds} runs" * (seeds > 1)}): '
+             + ', '.join(f'iter {k} {task.fmt.format(v)}'
+                         for k, v in curve.items())
+             + f'; {names[other]}\'s final: '
+             f'{task.fmt.format(final[other])}. ')
+    if matched:
+        pair = list(names)
+        pair[lead] = lead_at
+        matched_rows, matched_figures = report(task, stats, sizes,
+                                               tuple(pair))
+        rows += [[f'**at matched skill: {lead_at} of {iters} against '
+                  f'{names[other]}**'] + [''] * 7] + matched_rows
+        found += (f'Matched skill: {names[lead]} at iteration {at} of '
+                  f'{iters} ({signed.format(gap)} from it).')
+    elif at == iters:
+        found += (f'No earlier checkpoint of {names[lead]} is nearer: the '
+                  'final pair is the comparison at matched skill.')
+    else:
+        found += (f'No checkpoint of {names[lead]} is within '
+                  f'{task.comparable:g} (the nearest, iteration {at}, is '
+                  f'{signed.format(gap)} away): no comparison at matched '
+                  'skill.')
+    minutes = [(t - t0) / 60 for t in (t_train, t_test, time.time())]
     title = (f'{task.title}: {task.metric}, no fine-tuning, on '
              f'{" / ".join(str(i["num_val"]) for i in infos.values())} images'
-             f' ({", ".join(roots.values())}); 95 % intervals of {RESAMPLES} '
-             'paired bootstrap resamples of the images (*: excludes 0)')
-    table = '\n'.join('| ' + ' | '.join(r) + ' |' for r in rows[:1] + [
-        ['---'] * len(rows[0])] + rows[1:])
-    print(f'\n[demo] done in {minutes:.1f} min (training {train_min:.1f}): '
-          f'{work_dir}/comparison.md, .png, results.json\n{title}\n{table}')
-    gap = figures[TRAIN_SIZE.label]['difference'][task.metric][0]
-    if abs(gap) > task.comparable:
-        print(f'[demo] note: the models differ by {gap:+.3g} at the training '
-              f'size (more than {task.comparable:g}): "kept" compares a '
-              'better-trained model with a less-trained one')
+             f' ({", ".join(roots.values())}); training runs of each '
+             f'model: {seeds} (seed {"0" if seeds == 1 else f"0-{seeds - 1}"}'
+             f'); 95 % intervals of {RESAMPLES} bootstrap resamples of the '
+             'runs of each model, '
+             'then of the images, paired between the models (*: excludes 0)'
+             + ('; one run: the intervals cover the test images only'
+                if seeds == 1 else ''))
+    table = '\n'.join('| ' + ' | '.join(r) + ' |' for r in [
+        header(task), ['---'] * 8] + rows)
+    print(f'\n[demo] done in {minutes[2]:.1f} min (training {minutes[0]:.1f}'
+          f', tests {minutes[1] - minutes[0]:.1f}, bootstrap '
+          f'{minutes[2] - minutes[1]:.1f}): {work_dir}/comparison.md, .png, '
+          f'results.json\n{title}\n{table}\n{found}')
+    difference = figures[TRAIN_SIZE.label]['difference'][task.metric][0]
+    if abs(difference) > task.comparable:
+        print(f'[demo] note: the models differ by {signed.format(difference)}'
+              f' at the training size (more than {task.comparable:g}): '
+              '"kept" of the final pair compares a better-trained model with '
+              'a less-trained one')
     with open(osp.join(work_dir, 'comparison.md'), 'w') as f:
-        f.write(f'{title}\n\n{table}\n')
+        f.write(f'{title}\n\n{table}\n\n{found}\n')
+    series = [(n, figures) for n in names] + (
+        [(lead_at, matched_figures)] if matched else [])
     panels = []
     for key in (task.metric, 'kept %'):  # no "kept" at the training size
-        tests = [s.label for s in task.test_sets
-                 if key in figures[s.label]['difference']]
-        panels.append((key, 100 if key == 'kept %' else None, tests, {
-            name: (n, [figures[t][name][key] for t in tests])
-            for n, (name, _) in enumerate(task.models)}))
+        labels = [t.label for t in task.test_sets
+                  if key in figures[t.label]['difference']]
+        panels.append((key, 100 if key == 'kept %' else None, labels, {
+            m: (c, [f[t][m][key] for t in labels])
+            for c, (m, f) in enumerate(series)}))
     plot(panels, [osp.join(work_dir, 'comparison.png')], title)
     with open(osp.join(work_dir, 'results.json'), 'w') as f:
-        json.dump(dict(task=task_name, models=dict(task.models), sizes=sizes,
-                       images=images, resamples=RESAMPLES, seed=SEED,
-                       figures=figures), f, indent=1)
-    worse = [n for n in dirs if stats[n][TRAIN_SIZE.label][0] <=
+        json.dump(dict(
+            task=task_name, models=dict(task.models), seeds=seeds,
+            iterations=iters, sizes=sizes, images=images,
+            resamples=RESAMPLES, seed=SEED, figures=figures, matched=dict(
+                model=names[lead], curve=curve, target=final[other],
+                iteration=at, difference=gap, within=task.comparable,
+                figures=matched_figures if matched else None)), f, indent=1)
+    worse = [n for n in names if stats[n][TRAIN_SIZE.label][0] <=
              stats[n][UNTRAINED.label][0]]
     if worse:
         print(f'[demo] trained {" and ".join(worse)} does not beat its '
@@ -341,19 +475,26 @@ def run(task_name: str, quick: bool, data_root: Optional[str],
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--task', choices=sorted(TASKS), default='det')
     parser.add_argument('--quick', action='store_true', help='less data')
+    parser.add_argument('--seeds', type=int, default=1, help='training runs '
+                        'of each model (seeds 0 to N-1); default: 1')
     parser.add_argument('--data-root', help="default: the config's (canvas "
                         'test sets beside it: <root>_canvas<c>x)')
     parser.add_argument('--work-dir', help='default: work_dirs/demo_<task>')
     parser.add_argument('--evaluate', help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.seeds < 1:
+        parser.error(f'--seeds must be 1 or more, got {args.seeds}')
     os.chdir(REPO)  # relative paths are the repository's
-    if args.evaluate:  # one model's tests, in a process of its own
+    if args.evaluate:  # tests, in a process of their own
         return evaluate_model(*json.loads(args.evaluate))
     sys.exit(run(args.task, args.quick, args.data_root, args.work_dir or
-                 f'work_dirs/demo_{args.task}' + '_quick' * args.quick))
+                 f'work_dirs/demo_{args.task}' + '_quick' * args.quick,
+                 args.seeds))
 
 
 if __name__ == '__main__':

@@ -1,5 +1,7 @@
 # mmcpvt: `make demo` runs the main job on built-in data, `make test` the tests,
-# `make reproduce` the digit-canvas reproduction (docs/reproduction.md).
+# `make reproduce` the digit-canvas reproduction (docs/reproduction.md),
+# `make reproduce-controls` its controls of the PEG (after `make reproduce`,
+# whose runs it takes back).
 # Every target does its own set-up and is idempotent.
 PYTHON ?= python3
 VENV := .venv
@@ -7,7 +9,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.mmcpvt-installed
 REQS := setup.py $(wildcard requirements/*.txt) tools/install/build_mmcv.sh
 
-.PHONY: install test demo reproduce clean
+.PHONY: install test demo reproduce reproduce-controls clean
 
 install: $(STAMP)
 
@@ -33,6 +35,10 @@ demo: install
 
 reproduce: install
 	$(PY) projects/digits_canvas/digits_canvas.py --instruments
+
+reproduce-controls: install
+	$(PY) projects/digits_canvas/digits_canvas.py --variants controls --instruments \
+		--reuse work_dirs/reproduction --out-dir work_dirs/reproduction_controls
 
 clean:
 	rm -rf $(VENV) work_dirs data

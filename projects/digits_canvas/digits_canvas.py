@@ -20,7 +20,7 @@ import os.path as osp
 import sys
 import time
 from dataclasses import asdict
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import torch
@@ -40,12 +40,13 @@ import common  # noqa: E402
 common.setup()
 from analysis_cli import check_out_dir  # noqa: E402
 from common import checked  # noqa: E402
-from digits_data import (DEFAULT_VARIANTS, NUM_CLASSES,  # noqa: E402
-                         PIXEL_MEAN, PIXEL_STD, REFERENCE, TEST_SETS,
-                         VARIANT_NAMES, VARIANTS, Settings, load_split,
-                         make_test_sets, place, random_zoom, upscale)
+from digits_data import (CONTROL_VARIANTS, DEFAULT_VARIANTS,  # noqa: E402
+                         NUM_CLASSES, PIXEL_MEAN, PIXEL_STD, REFERENCE,
+                         TEST_SETS, VARIANT_NAMES, VARIANTS, Settings,
+                         load_split, make_test_sets, place, random_zoom,
+                         upscale)
 from digits_report import (markdown_tables, plot,  # noqa: E402
-                           run_instruments, summarise)
+                           plot_validation, run_instruments, summarise)
 from mmengine.config import Config  # noqa: E402
 from models import build_model as build_from_config  # noqa: E402
 
@@ -103,39 +104,23 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list:
             dict(params=no_decay, weight_decay=0.)]
 
 
-class EarlyStopping:
-    """Keeps the state of the best-scoring epoch; :meth:`step` says stop
-    once ``patience`` epochs have passed without a higher score (and
-    ``min_epochs`` are done)."""
-
-    def __init__(self, patience: int, min_epochs: int = 0):
-        self.patience, self.min_epochs = patience, min_epochs
-        self.best, self.best_epoch, self.state = -math.inf, -1, None
-
-    def step(self, epoch: int, score: float, model: torch.nn.Module) -> bool:
-        if score > self.best:
-            self.best, self.best_epoch = score, epoch
-            self.state = copy.deepcopy(model.state_dict())
-        return (epoch - self.best_epoch >= self.patience
-                and epoch + 1 >= self.min_epochs)
-
-
 def train(model: torch.nn.Module, data: dict, settings: Settings,
           seed: int, val: tuple) -> dict:
-    """Train in place, scoring ``val`` (1x canvases, labels) every epoch,
-    until :class:`EarlyStopping` or ``max_epochs`` ends it; the model ends
-    with the best epoch's weights. A plain loop, not an mmengine Runner:
-    the data is a tensor regenerated every epoch (new places and zooms)."""
+    """Train in place for ``settings.epochs``, the learning rate annealed to
+    zero at the last one, and keep the final weights; ``val`` (1x canvases,
+    labels) is scored after every epoch, to watch, not to choose. A plain
+    loop, not an mmengine Runner: the data is a tensor regenerated every
+    epoch (new places and zooms)."""
     g = torch.Generator().manual_seed(seed)
     x, y = data['train']
     digits, n = upscale(x, settings.digit), len(y)
     steps_per_epoch = math.ceil(n / settings.batch_size)
-    total = settings.max_epochs * steps_per_epoch
+    total = settings.epochs * steps_per_epoch
     warmup = min(settings.warmup_epochs * steps_per_epoch, total // 2)
     optimizer = torch.optim.AdamW(
         param_groups(model, settings.weight_decay), lr=settings.lr)
 
-    def lr_at(step):  # linear warm-up, then cosine to zero at max_epochs
+    def lr_at(step):  # linear warm-up, then cosine to zero at the end
         if step < warmup:
             return (step + 1) / warmup
         return 0.5 * (1 + math.cos(math.pi * (step - warmup) /
@@ -143,9 +128,8 @@ def train(model: torch.nn.Module, data: dict, settings: Settings,
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)
     loss_fn = model.head.loss_module
-    stopper = EarlyStopping(settings.patience, settings.min_epochs)
-    start, val_acc = time.perf_counter(), []
-    for epoch in range(settings.max_epochs):
+    start, val_acc, losses = time.perf_counter(), [], []
+    for _ in range(settings.epochs):
         model.train()
         canvases, corners = place(digits, settings.canvas, g)
         images = random_zoom(canvases, corners, settings.digit,
@@ -160,14 +144,11 @@ def train(model: torch.nn.Module, data: dict, settings: Settings,
             optimizer.step()
             scheduler.step()
             loss_sum += loss.item() * len(idx)
+        losses.append(loss_sum / n)
         val_acc.append(100 * float(correct(model, *val).mean()))
-        if stopper.step(epoch, val_acc[-1], model):
-            break
-    model.load_state_dict(stopper.state)
     model.eval()
-    return dict(epochs=epoch + 1, best_epoch=stopper.best_epoch + 1,
-                val_accuracy=val_acc, final_loss=loss_sum / n,
-                train_time_s=time.perf_counter() - start)
+    return dict(epochs=settings.epochs, val_accuracy=val_acc,
+                train_loss=losses, train_time_s=time.perf_counter() - start)
 
 
 @torch.no_grad()
@@ -225,23 +206,50 @@ def train_job(job: tuple) -> dict:
     return train_and_test(*job)
 
 
+def reusable_runs(reuse_dir: str, settings: Settings) -> dict:
+    """(variant, seed) -> record, with its per-digit ``correct``, of the runs
+    in ``reuse_dir``'s results.json and correct.npz, if trained with
+    ``settings``; none if the directory holds no results."""
+    path = osp.join(reuse_dir, 'results.json')
+    if not osp.isfile(path):
+        print(f'[reproduce] --reuse {reuse_dir}: no results.json, nothing '
+              'reused')
+        return {}
+    with open(path) as f:
+        old = json.load(f)
+    if old['settings'] != json.loads(json.dumps(asdict(settings))):
+        print(f'[reproduce] --reuse {reuse_dir}: trained with other '
+              'settings, nothing reused')
+        return {}
+    correct = np.load(osp.join(reuse_dir, 'correct.npz'))
+    return {(r['variant'], r['seed']): dict(r, correct={
+        t: correct[f'{r["variant"]}/seed{r["seed"]}/{t}'] for t in TEST_SETS})
+        for r in old['runs']}
+
+
 def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
-        out_dir: str, instruments: bool = False, jobs: int = 1) -> dict:
+        out_dir: str, instruments: bool = False, jobs: int = 1,
+        reuse: Optional[str] = None) -> dict:
     """Train and test every variant x seed (``jobs`` at a time, each in its
-    own process with one thread when ``jobs`` > 1); write the outputs;
-    return the results (as written to results.json)."""
+    own process with one thread when ``jobs`` > 1), taking those that
+    ``reuse`` (a former ``out_dir``) holds with the same settings from
+    there; write the outputs; return the results (as written to
+    results.json)."""
     start = time.perf_counter()
     os.makedirs(out_dir, exist_ok=True)
     todo = [(v, s) for v in VARIANT_NAMES if v in variants for s in seeds]
-    jobs = min(jobs, len(todo))
+    done = {key: r for key, r in (reusable_runs(reuse, settings).items()
+                                  if reuse else ()) if key in todo}
+    to_train = [key for key in todo if key not in done]
+    jobs = max(1, min(jobs, len(to_train)))
     data = load_split(settings)
     print(f'[reproduce] {len(data["train"][1])} training / '
           f'{len(data["val"][1])} validation / {len(data["test"][1])} test '
-          f'digits; {len(todo)} models, up to {settings.max_epochs} epochs '
-          f'(patience {settings.patience}), ' +
+          f'digits; {len(todo)} models, {settings.epochs} epochs each' +
+          (f' ({len(done)} taken from {reuse})' if done else '') + ', ' +
           (f'{jobs} at a time (one process and thread each)' if jobs > 1
            else f'one at a time, {torch.get_num_threads()} thread(s)'))
-    done = {}
+    trained = []
     # spawn, not fork: a forked child inherits torch's thread pool; one
     # thread each (more would wait on each other, and one gives every
     # run the same result whatever the job count)
@@ -249,18 +257,19 @@ def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
         jobs, torch.set_num_threads, (1, )) if jobs > 1 else None
     with pool or contextlib.nullcontext():  # an error terminates the pool
         for record in (pool.imap_unordered if pool else map)(
-                train_job, [(v, s, settings, out_dir) for v, s in todo]):
+                train_job, [(v, s, settings, out_dir) for v, s in to_train]):
             done[record['variant'], record['seed']] = record
-            per_model = np.mean([r['run_time_s'] for r in done.values()])
-            eta = per_model * math.ceil((len(todo) - len(done)) / jobs)
-            print(f'[reproduce] {len(done)}/{len(todo)} {record["variant"]}'
-                  f' seed {record["seed"]}: ' + ', '.join(
+            trained.append(record['run_time_s'])
+            eta = np.mean(trained) * math.ceil(
+                (len(to_train) - len(trained)) / jobs)
+            print(f'[reproduce] {len(trained)}/{len(to_train)} '
+                  f'{record["variant"]} seed {record["seed"]}: ' + ', '.join(
                       f'{t} {a:.1f}' for t, a in record['accuracy'].items())
-                  + f' % | epochs {record["epochs"]} (best '
-                  f'{record["best_epoch"]}, val '
+                  + f' % | val {record["val_accuracy"][-1]:.1f} (best '
                   f'{max(record["val_accuracy"]):.1f}), loss '
-                  f'{record["final_loss"]:.3f}, {record["run_time_s"]:.0f} s'
-                  f' | elapsed {fmt_time(time.perf_counter() - start)}, '
+                  f'{record["train_loss"][-1]:.3f}, '
+                  f'{record["run_time_s"]:.0f} s | elapsed '
+                  f'{fmt_time(time.perf_counter() - start)}, '
                   f'ETA {fmt_time(eta)}')
     runs = [done[key] for key in todo]  # in table order
     summary = summarise(runs, settings)
@@ -270,7 +279,11 @@ def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
     results = dict(settings=asdict(settings), variants=VARIANTS,
                    test_sets=TEST_SETS, reference=REFERENCE,
                    seeds=list(seeds), runs=runs, summary=summary)
-    table = markdown_tables(summary)
+    figures = ['accuracy.png', 'accuracy.svg', 'val_accuracy.png',
+               'val_accuracy.svg']
+    table = (markdown_tables(summary, settings.epochs) +
+             '\n![accuracy and kept per test set](accuracy.svg)\n\n'
+             '![validation accuracy against epoch](val_accuracy.svg)\n')
     if instruments:
         results['instruments'], text = run_instruments(
             runs, data['test'][0], settings)
@@ -280,19 +293,19 @@ def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
         json.dump(results, f, indent=1)
     with open(osp.join(out_dir, 'results.md'), 'w') as f:
         f.write(table)
-    plot(summary, [osp.join(out_dir, 'accuracy.png'),
-                   osp.join(out_dir, 'accuracy.svg')])
+    plot(summary, [osp.join(out_dir, f) for f in figures[:2]])
+    plot_validation(runs, [osp.join(out_dir, f) for f in figures[2:]])
     print('\n' + table)
     print(f'[reproduce] wrote {out_dir}/results.json, correct.npz, '
-          'results.md, accuracy.png, accuracy.svg; wall time '
+          f'results.md, {", ".join(figures)}; wall time '
           f'{fmt_time(results["wall_time_s"])}')
     return results
 
 
 def quick_settings() -> Settings:
     """A few seconds of training: for the tests, not for numbers."""
-    s = Settings(canvas=16, digit=12, max_zoom=1.5, max_epochs=5, patience=2,
-                 min_epochs=0, warmup_epochs=1, lr=3e-3, resamples=200)
+    s = Settings(canvas=16, digit=12, max_zoom=1.5, epochs=5,
+                 warmup_epochs=1, lr=3e-3, resamples=200)
     s.backbone['arch'] = dict(embed_dims=32, num_layers=4, num_heads=2,
                               feedforward_channels=64)
     return s
@@ -303,15 +316,19 @@ def parse_args(argv=None):
         description='Train tiny CPVT variants on digit canvases and test '
         'them at larger sizes without fine-tuning')
     add = parser.add_argument
-    add('--variants', nargs='+', choices=VARIANT_NAMES + ['all'],
-        default=DEFAULT_VARIANTS, help=f'default: {DEFAULT_VARIANTS}')
+    add('--variants', nargs='+',
+        choices=VARIANT_NAMES + ['controls', 'all'], default=DEFAULT_VARIANTS,
+        help=f'default: {DEFAULT_VARIANTS}; controls: {CONTROL_VARIANTS}')
     add('--seeds', nargs='+', type=int, default=list(range(5)),
         help='default: 0-4')
     at_least_1 = checked(int, lambda v: v >= 1, 'must be 1 or more')
-    add('--max-epochs', type=at_least_1,
-        help=f'default: {Settings.max_epochs}')
-    add('--patience', type=at_least_1, help=f'default: {Settings.patience}')
+    add('--epochs', type=at_least_1,
+        help=f'every model, default: {Settings.epochs}')
     add('--out-dir', default='work_dirs/reproduction')
+    add('--reuse', metavar='DIR', help='take the runs (variant, seed) that '
+        'DIR, the --out-dir of a former run with the same settings, holds '
+        'instead of training them again (make reproduce-controls takes the '
+        'default run\'s four variants)')
     add('--quick', action='store_true', help='tiny model (for tests)')
     add('--instruments', action='store_true', help='position probe, '
         'translation equivariance and attention of the seed-0 models')
@@ -324,17 +341,19 @@ def parse_args(argv=None):
     check_out_dir(parser, '--out-dir', args.out_dir)
     if 'all' in args.variants:
         args.variants = VARIANT_NAMES
+    elif 'controls' in args.variants:
+        args.variants = CONTROL_VARIANTS + [v for v in args.variants
+                                            if v != 'controls']
     return args
 
 
 def main(argv=None):
     args = parse_args(argv)
     settings = quick_settings() if args.quick else Settings()
-    for key in ('max_epochs', 'patience'):
-        if getattr(args, key) is not None:
-            setattr(settings, key, getattr(args, key))
+    if args.epochs is not None:
+        settings.epochs = args.epochs
     run(args.variants, args.seeds, settings, args.out_dir,
-        instruments=args.instruments, jobs=args.jobs)
+        instruments=args.instruments, jobs=args.jobs, reuse=args.reuse)
 
 
 if __name__ == '__main__':

@@ -17,16 +17,18 @@ PIXEL_MEAN, PIXEL_STD = 0.5, 0.5
 INSTRUMENT_IMAGES = 128  # held-out canvases for --instruments
 # test set -> (kind, factor): 'canvas' a larger canvas, the digit at the
 # training scale; 'scaled' the 1x scene resized (the paper's protocol);
-# 'zoom' the scaled scene cropped back to the 1x canvas around the digit
-# (scale without more tokens)
+# 'zoom' the scaled scene cut back to the 1x canvas by the window that
+# keeps the digit's centre where it was at 1x (scale without more tokens
+# or other places)
 TEST_SETS = {'1x': ('canvas', 1), 'canvas 1.5x': ('canvas', 1.5),
              'canvas 2x': ('canvas', 2), 'scaled 1.5x': ('scaled', 1.5),
              'scaled 2x': ('scaled', 2), 'zoom 2x': ('zoom', 2)}
 REFERENCE = 'learned-pe'  # the bootstrap's differences are to this model
 
 # The CPVT arguments that differ from ``Settings.backbone`` (no position
-# encoding); ``paper`` names the model of the paper it stands for. With 4
-# encoders, "PEG at 0-2" is a PEG after every encoder but the last.
+# encoding); ``paper`` names the model of the paper it stands for;
+# ``versus``: the variants a control is compared with (besides REFERENCE).
+# With 4 encoders, "PEG at 0-2" is a PEG after every encoder but the last.
 VARIANTS = [
     dict(name='no-pe', label='no PE', paper='DeiT-tiny (no pos)',
          backbone=dict(pos_embed='none', peg_positions=())),
@@ -36,15 +38,30 @@ VARIANTS = [
          backbone=dict(pos_embed='sincos2d', peg_positions=())),
     dict(name='peg0', label='PEG at 0', paper='CPVT-Ti',
          backbone=dict(peg_positions=(0, ))),
-    # control: the same convolution without the zero-padding position cue
+    # the same convolution without the zero-padding position cue
     dict(name='peg0-circular', label='PEG at 0, circular padding',
-         paper='(control, ours)',
+         paper='(control, ours)', versus=('peg0', ),
          backbone=dict(peg_positions=(0, ),
                        peg_cfg=dict(padding_mode='circular'))),
+    # the paper's "remove the zero paddings" (Appendix B.3): no position
+    # cue, no identity, an 8 x 8 map becomes 6 x 6
+    dict(name='peg0-nopad', label='PEG at 0, no padding, no skip',
+         paper='CPVT-Ti w/o padding (App. B.3)',
+         versus=('peg0-circular', 'peg0'),
+         backbone=dict(peg_positions=(0, ), peg_cfg=dict(padding=0))),
+    dict(name='peg0-frozen', label='PEG at 0, fixed random',
+         paper='CPVT-Ti, PEG fixed (random init) (Table 5)',
+         versus=('peg0', 'no-pe'),
+         backbone=dict(peg_positions=(0, ), peg_cfg=dict(frozen=True))),
+    dict(name='peg-1', label='PEG at -1', paper='CPVT-Ti, PosIdx -1 (Table 6)',
+         versus=('peg0', ), backbone=dict(peg_positions=(-1, ))),
+    dict(name='peg0-le', label='PEG at 0 + learned PE',
+         paper='CPVT-Ti PEG + LE (Table 7)', versus=('peg0', ),
+         backbone=dict(pos_embed='learned', peg_positions=(0, ))),
     dict(name='peg0-2', label='PEG at 0-2', paper='CPVT-Ti (PEG at 0-4)',
          backbone=dict(peg_positions=(0, 1, 2))),
     dict(name='peg0-2-gap', label='PEG at 0-2 + GAP',
-         paper='CPVT-Ti-GAP (PEG at 0-4)',
+         paper='CPVT-Ti-GAP (PEG at 0-4)', versus=('peg0-2', ),
          backbone=dict(peg_positions=(0, 1, 2), out_type='avg_featmap')),
     # Shaw et al.'s clipping distance K = 8 on the paper's 14 x 14 map is
     # about 0.6 of the largest offset; K = 4 on our 8 x 8 map is the same.
@@ -54,7 +71,12 @@ VARIANTS = [
 ]
 VARIANT_NAMES = [v['name'] for v in VARIANTS]
 LABELS = {v['name']: v['label'] for v in VARIANTS}
+VERSUS = {v['name']: v['versus'] for v in VARIANTS if 'versus' in v}
 DEFAULT_VARIANTS = ['no-pe', 'learned-pe', 'peg0', 'peg0-circular']
+# the paper's controls of the PEG (Tables 5-7, Appendix B.3), beside the
+# default run's four (reused with --reuse)
+CONTROL_VARIANTS = DEFAULT_VARIANTS + ['peg0-nopad', 'peg0-frozen', 'peg-1',
+                                       'peg0-le']
 
 
 @dataclass
@@ -71,10 +93,9 @@ class Settings:
         type='CPVT', arch=dict(embed_dims=64, num_layers=4, num_heads=2,
                                feedforward_channels=128),
         patch_size=4, in_channels=1, pos_embed='none', peg_positions=(),
+        pos_embed_interpolation='bilinear',  # as PVT resizes its tables
         out_type='cls_token'))
-    max_epochs: int = 40
-    patience: int = 8  # epochs without a better validation accuracy
-    min_epochs: int = 15  # before early stopping (past slow starts)
+    epochs: int = 60  # every variant; the cosine ends at 0 on the last
     batch_size: int = 32
     lr: float = 7.5e-4
     weight_decay: float = 0.05
@@ -171,10 +192,12 @@ def make_test_sets(x: torch.Tensor, y: torch.Tensor,
         else:
             images = F.interpolate(base, size=(size, size), mode='bilinear',
                                    align_corners=False)
-        if kind == 'zoom':  # a canvas-sized window centred on the digit
+        if kind == 'zoom':  # a canvas-sized window that keeps the digit's
+            # centre where it was at 1x: the scaled centre (factor x the 1x
+            # one) minus the 1x one
             c = settings.canvas
-            centre = (corners.float() + settings.digit / 2) * size / c
-            origin = (centre - c / 2).round().long().clamp(0, size - c)
+            centre = corners.float() + settings.digit / 2  # (N, 2) at 1x
+            origin = (centre * (factor - 1)).round().long().clamp(0, size - c)
             images = torch.stack([
                 im[:, y0:y0 + c, x0:x0 + c]
                 for im, (y0, x0) in zip(images, origin.tolist())])

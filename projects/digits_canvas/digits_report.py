@@ -1,7 +1,8 @@
-"""The report of projects/digits_canvas/digits_canvas.py: the paired bootstrap
-of the accuracy each variant keeps at the larger test sets, the summary,
-its markdown tables and plot, and ``--instruments`` (the position probe,
-translation equivariance and attention of the trained models).
+"""The report of projects/digits_canvas/digits_canvas.py: the two-level
+paired bootstrap of the accuracy each variant has and keeps at the larger
+test sets, the summary, its markdown tables and plots (the test sets; the
+validation accuracy over the epochs), and ``--instruments`` (the position
+probe, translation equivariance and attention of the trained models).
 Imported by digits_canvas.py, which puts tools/, analysis_tools/,
 visualization/, demo/ and this directory on ``sys.path``.
 """
@@ -14,7 +15,7 @@ import torch
 from blocks import block_features
 from digits_data import (INSTRUMENT_IMAGES, LABELS, NUM_CLASSES, PIXEL_MEAN,
                          PIXEL_STD, REFERENCE, TEST_SETS, VARIANT_NAMES,
-                         Settings, place, upscale)
+                         VERSUS, Settings, place, upscale)
 from models import build_model as build_from_config
 from models import get_backbone
 from position_probe import position_probe
@@ -26,52 +27,74 @@ from vis_attention import (attention_maps, default_queries,
 ATTENTION_BLOCK = 1  # the paper's Fig. 5 shows the second encoder
 
 
-def bootstrap(per_image: Dict[str, Dict[str, np.ndarray]], reference: str,
-              resamples: int, seed: int) -> dict:
-    """Paired bootstrap over the test images (:func:`paired.bootstrap`).
+def bootstrap(per_image: Dict[str, Dict[str, np.ndarray]],
+              contrasts: Sequence[Tuple[str, str]], resamples: int,
+              seed: int) -> Tuple[dict, dict]:
+    """Two-level paired bootstrap (:func:`paired.bootstrap`) of accuracy,
+    kept and their differences.
 
-    ``per_image``: variant -> test set -> (seeds, N) correctness. Each
-    resample draws N images with replacement (the same draw for every
-    model and test set) and averages over seeds; a variant's *kept* is its
-    accuracy on a test set over its accuracy at 1x. Returns variant ->
-    test set -> dict(kept, diff): [value, 2.5th, 97.5th percentile] of
-    percentages, ``diff`` the kept minus the reference's kept (where the
-    reference ran).
+    ``per_image``: variant -> test set -> (seeds, N) correctness, the seeds
+    in the same order in every test set. Each resample draws every
+    variant's seeds with replacement (one draw per variant, shared by its
+    test sets), then N test digits with replacement (one draw, shared by
+    every variant and test set), and averages the drawn seeds. A variant's
+    *kept* is its accuracy on a test set over its accuracy at 1x, both of
+    the same resample. ``contrasts``: (a, b) pairs of variants whose
+    differences (a minus b) are wanted.
+
+    Returns:
+        tuple: ``{variant: {test: dict(accuracy, kept)}}`` and
+        ``{a: {b: {test: dict(accuracy, kept)}}}``, each figure
+        ``[value, 2.5th, 97.5th percentile]`` (%, or points for
+        differences).
     """
-    stats = paired.bootstrap(
-        {v: {t: paired.Accuracy(c.mean(0)) for t, c in tests.items()}
+    acc = paired.bootstrap(
+        {v: {t: [paired.Accuracy(run) for run in c] for t, c in tests.items()}
          for v, tests in per_image.items()},
         dict.fromkeys(TEST_SETS, 'test digits'), resamples, seed)
-    kept = {v: {t: 100 * x / acc['1x'] for t, x in acc.items()}
-            for v, acc in stats.items()}
-    ref = kept.get(reference)
-    return {v: {t: dict(kept=paired.interval(x), **{} if ref is None else
-                        dict(diff=paired.interval(x - ref[t])))
-                for t, x in tests.items()} for v, tests in kept.items()}
+    rows = {v: dict(accuracy=a, kept={t: 100 * x / a['1x']
+                                      for t, x in a.items()})
+            for v, a in acc.items()}
+
+    variants = {v: {t: {k: paired.interval(rows[v][k][t]) for k in rows[v]}
+                    for t in acc[v]} for v in rows}
+    differences = {}
+    for a, b in contrasts:
+        differences.setdefault(a, {})[b] = {
+            t: {k: paired.interval(rows[a][k][t] - rows[b][k][t])
+                for k in rows[a]} for t in acc[a]}
+    return variants, differences
+
+
+def contrasts_of(variants: Sequence[str]) -> List[Tuple[str, str]]:
+    """(a, b) pairs among ``variants``: every variant against
+    :data:`REFERENCE`, each control against its ``versus``."""
+    pairs = [(v, REFERENCE) for v in variants
+             if REFERENCE in variants and v != REFERENCE]
+    pairs += [(v, b) for v in variants for b in VERSUS.get(v, ())
+              if b in variants]
+    return pairs
 
 
 def summarise(runs: List[dict], settings: Settings) -> dict:
-    """variant -> accuracy (test -> [mean, sd over seeds]), epochs
-    ([mean, min, max]) and the bootstrap's kept figures of the runs'
+    """variant -> accuracy (test -> [mean, sd over seeds]), ``interval``
+    (test -> accuracy and kept, two-level bootstrap) and ``versus`` (other
+    variant -> test -> the differences of accuracy and kept) of the runs'
     ``correct``."""
     by_variant = {v: [r for r in runs if r['variant'] == v]
                   for v in dict.fromkeys(r['variant'] for r in runs)}
     per_image = {v: {t: np.stack([r['correct'][t] for r in mine])
                      for t in TEST_SETS}  # (seeds, N)
                  for v, mine in by_variant.items()}
-    boot = bootstrap(per_image, REFERENCE, settings.resamples,
-                     settings.bootstrap_seed)
-    out = {}
-    for v, mine in by_variant.items():
-        epochs = [r['epochs'] for r in mine]
-        out[v] = dict(
-            accuracy={t: [float(100 * c.mean(1).mean()),
-                          float(100 * c.mean(1).std(ddof=1))
-                          if len(c) > 1 else 0.]
-                      for t, c in per_image[v].items()},
-            epochs=[float(np.mean(epochs)), min(epochs), max(epochs)],
-            kept=boot[v])
-    return out
+    intervals, differences = bootstrap(
+        per_image, contrasts_of(list(by_variant)), settings.resamples,
+        settings.bootstrap_seed)
+    return {v: dict(
+        accuracy={t: [float(100 * c.mean(1).mean()),
+                      float(100 * c.mean(1).std(ddof=1)) if len(c) > 1 else 0.]
+                  for t, c in per_image[v].items()},
+        interval=intervals[v], versus=differences.get(v, {}))
+        for v in by_variant}
 
 
 def markdown_table(title: str, columns: List[str], rows: list) -> str:
@@ -82,49 +105,92 @@ def markdown_table(title: str, columns: List[str], rows: list) -> str:
                 for name, cells in rows))
 
 
-def markdown_tables(summary: dict) -> str:
-    """The tables of results.md: the accuracy kept at each test size, the
-    difference to :data:`REFERENCE`'s (where it ran), the accuracies and
-    epochs."""
-    tests = list(TEST_SETS)[1:]
+def markdown_tables(summary: dict, epochs: int) -> str:
+    """The tables of results.md: accuracy, the accuracy kept at each test
+    size, and the differences of 1x accuracy and kept to
+    :data:`REFERENCE` and between each control and what it controls."""
+    tests = list(TEST_SETS)
+    boot = ' [two-level bootstrap 95 % interval]'
     parts = [markdown_table(
-        'Accuracy kept, % of the model\'s own 1x accuracy [paired bootstrap '
-        '95 % interval]', tests,
-        [(LABELS[v], [paired.cell(s['kept'][t]['kept'], '{:.1f}')
-                      for t in tests])
-         for v, s in summary.items()])]
-    if REFERENCE in summary:
-        parts.append(markdown_table(
-            f'Kept minus {LABELS[REFERENCE]}\'s kept, points [95 %]', tests,
-            [(LABELS[v], [paired.cell(s['kept'][t]['diff'], '{:+.1f}')
-                          for t in tests])
-             for v, s in summary.items() if v != REFERENCE]))
-    parts.append(markdown_table(
-        'Top-1 accuracy, % (mean ± sd over seeds), and epochs trained '
-        '(mean, min-max; patience on the validation split)',
-        list(TEST_SETS) + ['epochs'],
-        [(LABELS[v], [f'{m:.1f} ± {sd:.1f}'
-                      for m, sd in s['accuracy'].values()] +
-          ['{:.0f} ({}-{})'.format(*s['epochs'])])
-         for v, s in summary.items()]))
+        f'Top-1 accuracy, % (mean ± sd over seeds){boot}; every model '
+        f'trained {epochs} epochs', tests,
+        [(LABELS[v], [f'{m:.1f} ± {sd:.1f} [{lo:.1f}, {hi:.1f}]'
+                      for (m, sd), (_, lo, hi) in zip(
+                          s['accuracy'].values(),
+                          (s['interval'][t]['accuracy'] for t in tests))])
+         for v, s in summary.items()]),
+        markdown_table(
+            f'Accuracy kept, % of the model\'s own 1x accuracy{boot}',
+            tests[1:], [(LABELS[v], [paired.cell(
+                s['interval'][t]['kept'], '{:.1f}') for t in tests[1:]])
+                for v, s in summary.items()])]
+    columns = ['1x accuracy'] + [f'kept {t}' for t in tests[1:]]
+
+    def rows(pairs):
+        return [(f'{LABELS[a]} − {LABELS[b]}', [paired.cell(
+            summary[a]['versus'][b][t]['accuracy' if t == '1x' else 'kept'],
+            '{:.1f}', difference=True) for t in tests]) for a, b in pairs]
+
+    pairs = contrasts_of(list(summary))
+    for title, chosen in (
+            (f'Differences to {LABELS.get(REFERENCE)}, points{boot}; * the '
+             'interval excludes 0', [p for p in pairs if p[1] == REFERENCE]),
+            (f'Controls: differences to the variants they control, points'
+             f'{boot}; * the interval excludes 0',
+             [p for p in pairs if p[1] != REFERENCE])):
+        if chosen:
+            parts.append(markdown_table(title, columns, rows(chosen)))
     return '\n'.join(parts)
 
 
 def plot(summary: dict, paths: Sequence[str]):
-    """Two panels over the test sets: accuracy (mean ± sd over seeds) and
-    accuracy kept relative to 1x (bootstrap 95 % intervals)."""
+    """Two panels over the test sets: accuracy and accuracy kept relative
+    to 1x (two-level bootstrap 95 % intervals)."""
     tests = list(TEST_SETS)
 
-    def series(values):
-        return {LABELS[v]: (VARIANT_NAMES.index(v), values(s))
+    def series(key, shown):
+        return {LABELS[v]: (VARIANT_NAMES.index(v) % 10,
+                            [s['interval'][t][key] for t in shown])
                 for v, s in summary.items()}
 
     paired.plot([
-        ('top-1 accuracy, % (mean ± sd over seeds)', 100 / NUM_CLASSES,
-         tests, series(lambda s: [[m, m - sd, m + sd] for m, sd in (
-             s['accuracy'][t] for t in tests)])),
-        ('kept, % of own 1x (bootstrap 95 %)', 100, tests[1:], series(
-            lambda s: [s['kept'][t]['kept'] for t in tests[1:]]))], paths)
+        ('top-1 accuracy, % (two-level bootstrap 95 %)', 100 / NUM_CLASSES,
+         tests, series('accuracy', tests)),
+        ('kept, % of own 1x (two-level bootstrap 95 %)', 100, tests[1:],
+         series('kept', tests[1:]))], paths)
+
+
+def plot_validation(runs: List[dict], paths: Sequence[str]):
+    """Validation accuracy against epoch, a line per variant (the mean over
+    its seeds; the band: their lowest and highest)."""
+    import matplotlib
+    from matplotlib.figure import Figure  # no pyplot: no global backend
+    fig = Figure(figsize=(6.4, 3.8))
+    ax = fig.subplots()
+    tab10 = matplotlib.colormaps['tab10']
+    for v in dict.fromkeys(r['variant'] for r in runs):
+        val = np.array([r['val_accuracy'] for r in runs
+                        if r['variant'] == v])  # (seeds, epochs)
+        epochs = np.arange(1, val.shape[1] + 1)
+        colour = tab10(VARIANT_NAMES.index(v) % 10)
+        ax.plot(epochs, val.mean(0), color=colour, lw=1.4,
+                label=f'{LABELS[v]} ({len(val)} seeds)')
+        ax.fill_between(epochs, val.min(0), val.max(0), color=colour,
+                        alpha=0.15, lw=0)
+    ax.axhline(100 / NUM_CLASSES, color='grey', lw=0.8, ls=':')
+    ax.set_xlabel('epoch', fontsize=8)
+    ax.set_ylabel('validation accuracy at 1x, % (mean; band: min-max '
+                  'over seeds)', fontsize=7)
+    ax.tick_params(labelsize=8)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc='lower right', frameon=False)
+    fig.tight_layout()
+    with matplotlib.rc_context({'svg.fonttype': 'none',
+                                'svg.hashsalt': 'digits-canvas'}):
+        for path in paths:
+            fig.savefig(path, dpi=110 if path.endswith('.png') else None,
+                        bbox_inches='tight', metadata=dict(Date=None)
+                        if path.endswith('.svg') else None)
 
 
 def run_instruments(runs: List[dict], digits: torch.Tensor,

@@ -1,10 +1,11 @@
 """projects/digits_canvas/digits_canvas.py: the splits and canvases, the
-training zoom, the no-decay group, early stopping, the paired bootstrap,
+training zoom, the no-decay group, the controls, the two-level bootstrap,
 and a quick run as a user runs it.
 
 The data checks are exact: canvas sizes, the digit at the training scale
 on the larger canvases, the scaled-up scenes are the 1x scenes resized, the
-zoom control is the scaled 2x scene cropped back to the 1x canvas.
+zoom control is the scaled 2x scene cut back to the 1x canvas with the
+digit's centre where it was at 1x.
 """
 import importlib.util
 import json
@@ -87,14 +88,16 @@ def test_test_sets(data):
         expected = F.interpolate(sets['1x'][0], size=(size, size),
                                  mode='bilinear', align_corners=False)
         assert torch.allclose(sets[name][0], expected)
-    # the zoom control: the scaled 2x scene cut back to the 1x canvas by a
-    # window centred on the digit (twice its 1x size)
+    # the zoom control: the scaled 2x scene cut back to the 1x canvas by the
+    # window that keeps the digit's centre where it was at 1x (the scaled
+    # centre is 2 y0 + d, the 1x one y0 + d / 2)
     _, corners = dc.place(digits, c, torch.Generator().manual_seed(
         settings.test_seed))
     for i, (y0, x0) in enumerate(corners.tolist()):
-        top, left = 2 * y0 + d - c // 2, 2 * x0 + d - c // 2
-        assert torch.equal(sets['zoom 2x'][0][i], sets['scaled 2x'][0][
-            i, :, top:top + c, left:left + c])
+        top, left = y0 + d // 2, x0 + d // 2
+        window = sets['scaled 2x'][0][i, :, top:top + c, left:left + c]
+        assert torch.equal(sets['zoom 2x'][0][i], window)
+        assert 0 <= top and top + c <= 2 * c
 
 
 def test_random_zoom(data):
@@ -149,50 +152,67 @@ def test_pegs_are_not_weight_decayed():
         list(model.parameters()))
 
 
-def test_early_stopping_stops_at_patience_and_keeps_the_best():
-    model = torch.nn.Linear(2, 1)
-    stopper = dc.EarlyStopping(patience=3)
-    weights, stops = [], []
-    for epoch, score in enumerate([1, 3, 2, 3, 2, 9]):
-        torch.nn.init.normal_(model.weight)  # "training"
-        weights.append(model.weight.detach().clone())
-        stops.append(stopper.step(epoch, score, model))
-        if stops[-1]:
-            break
-    # epoch 1 is best (3; a tie is no improvement); 3 epochs later: stop
-    assert stops == [False, False, False, False, True]
-    assert stopper.best_epoch == 1 and stopper.best == 3
-    model.load_state_dict(stopper.state)
-    assert torch.equal(model.weight, weights[1])
+def test_controls_are_what_they_control(data):
+    """The controls' backbones: a PEG before the first encoder, one without
+    padding (no identity, the 8 x 8 map becomes 6 x 6), one with a learned
+    table, and a fixed random one that training leaves as it was."""
+    settings, split = data
+    variants = {v['name']: v for v in dc.VARIANTS}
+    models = {v: dc.build_model(dc.model_config(variants[v], settings))
+              for v in dc.CONTROL_VARIANTS}
+    assert list(models['peg-1'].backbone.pegs) == ['-1']
+    nopad = models['peg0-nopad'].backbone.pegs['0']
+    assert not nopad.with_identity and nopad.out_hw_shape((8, 8)) == (6, 6)
+    assert models['peg0-le'].backbone.pos_embed.interpolation == 'bilinear'
+    assert list(models['peg0-le'].backbone.pegs) == ['0']
+    frozen = models['peg0-frozen']
+    peg, qkv = (frozen.backbone.pegs['0'].proj[0].weight,
+                frozen.backbone.layers[0].attn.qkv.weight)
+    before = peg.detach().clone(), qkv.detach().clone()
+    assert float(before[0].std()) > 0.1  # random, not zero
+    canvases = dc.place(dc.upscale(split['val'][0], settings.digit),
+                        settings.canvas, torch.Generator().manual_seed(0))[0]
+    dc.train(frozen, split, dc.Settings(epochs=1), 0,
+             (canvases[:32], split['val'][1][:32]))
+    assert torch.equal(peg, before[0]) and not torch.equal(qkv, before[1])
 
 
-def test_bootstrap():
+def test_bootstrap_draws_seeds_then_digits():
+    """Seeds that agree: a model identical to the reference differs by
+    exactly 0. Seeds that disagree (one of three loses half its scaled 2x
+    digits): the two-level interval of kept is far wider than the one over
+    the digits alone (the seeds averaged first), from a resample that draws
+    the losing seed three times to one that draws it never."""
     rng = np.random.default_rng(0)
-    base = {t: rng.random((3, 400)) < 0.9 for t in ('1x', 'scaled 2x')}
-    worse = dict(base, **{'scaled 2x': base['scaled 2x'] &
-                          (rng.random((3, 400)) < 0.5)})
-    out = digits_report.bootstrap(
-        {'learned-pe': base, 'same': base, 'worse': worse}, 'learned-pe',
-        500, 0)
-    same = out['same']['scaled 2x']
-    assert same['diff'] == [0, 0, 0]  # [value, low, high]
-    assert same['kept'] == out['learned-pe']['scaled 2x']['kept']
+    right = rng.random(400) < 0.9
+    agree = {t: np.stack([right] * 3) for t in ('1x', 'scaled 2x')}
+    lost = right & (rng.random(400) < 0.5)
+    spread = dict(agree, **{'scaled 2x': np.stack([right, right, lost])})
+    out, diff = digits_report.bootstrap(
+        {'learned-pe': agree, 'same': agree, 'spread': spread},
+        [('same', 'learned-pe'), ('spread', 'learned-pe')], 500, 0)
+    assert diff['same']['learned-pe']['scaled 2x']['kept'] == [0, 0, 0]
     assert out['same']['1x']['kept'] == pytest.approx([100, 100, 100])
-    kept, lo, hi = same['kept']
-    assert lo < kept < hi
-    diff, lo, hi = out['worse']['scaled 2x']['diff']
-    assert hi < 0 and lo < diff < -30
-    # the same draw for every model: a fixed seed gives the same interval
-    again = digits_report.bootstrap({'learned-pe': base, 'worse': worse},
-                                    'learned-pe', 500, 0)
-    assert again['worse'] == out['worse']
+    kept, lo, hi = out['spread']['scaled 2x']['kept']
+    assert lo < 70 < kept < 90 < 99 < hi
+    images_only, _ = digits_report.bootstrap(
+        {'spread': {t: c.mean(0, keepdims=True) for t, c in spread.items()}},
+        [], 500, 0)
+    value, lo1, hi1 = images_only['spread']['scaled 2x']['kept']
+    assert value == pytest.approx(kept)
+    assert hi - lo > 3 * (hi1 - lo1)
+    # the same draws for a fixed seed
+    again, _ = digits_report.bootstrap(
+        {'learned-pe': agree, 'same': agree, 'spread': spread}, [], 500, 0)
+    assert again['spread'] == out['spread']
 
 
 def test_quick_run_end_to_end(tmp_path):
     """--quick as a user runs it, two models at once, with --instruments:
-    early stopping is recorded, the per-image correctness adds up to the
-    accuracies, the PEG model beats chance and loads back from its config
-    and checkpoint, and trains to the same figures in this process."""
+    every model trains the same epochs, the per-image correctness adds up
+    to the accuracies, the PEG model beats chance and loads back from its
+    config and checkpoint, and trains to the same figures in this process;
+    --reuse takes the runs back instead of training them."""
     out = tmp_path / 'out'
     proc = run_tool(SCRIPT, '--quick', '--variants', 'learned-pe', 'peg0',
                     '--seeds', '0', '--out-dir', str(out), '--jobs', '2',
@@ -205,22 +225,33 @@ def test_quick_run_end_to_end(tmp_path):
     correct = np.load(out / 'correct.npz')
     settings = dc.quick_settings()
     for run in results['runs']:
-        assert 1 <= run['best_epoch'] <= run['epochs'] <= settings.max_epochs
-        val = run['val_accuracy']
-        assert len(val) == run['epochs']
-        assert run['best_epoch'] == 1 + int(np.argmax(val))
-        assert (run['epochs'] == settings.max_epochs
-                or run['epochs'] - run['best_epoch'] == settings.patience)
+        assert run['epochs'] == settings.epochs
+        assert len(run['val_accuracy']) == len(run['train_loss']) == 5
         for t, acc in run['accuracy'].items():
             c = correct[f'{run["variant"]}/seed0/{t}']
             assert c.shape == (540, ) and math.isclose(100 * c.mean(), acc)
     summary = results['summary']
     assert set(summary) == {'learned-pe', 'peg0'}
-    assert summary['learned-pe']['kept']['scaled 2x']['diff'] == [0, 0, 0]
-    assert summary['peg0']['kept']['1x']['kept'][0] == pytest.approx(100)
+    assert summary['learned-pe']['versus'] == {}
+    diff = summary['peg0']['versus']['learned-pe']
+    assert diff['1x']['accuracy'][0] == pytest.approx(
+        results['runs'][1]['accuracy']['1x'] -
+        results['runs'][0]['accuracy']['1x'])
+    assert summary['peg0']['interval']['1x']['kept'][0] == pytest.approx(100)
     table = (out / 'results.md').read_text()
-    assert '| PEG at 0 |' in table and 'Kept minus learned PE' in table
-    assert '<svg' in (out / 'accuracy.svg').read_text()
+    assert '| PEG at 0 − learned PE |' in table and 'two-level' in table
+    for figure in ('accuracy.svg', 'val_accuracy.svg'):
+        assert '<svg' in (out / figure).read_text()
+        assert f']({figure})' in table
+
+    # taken back, not trained: the same summary
+    proc = run_tool(SCRIPT, '--quick', '--variants', 'learned-pe', 'peg0',
+                    '--seeds', '0', '--out-dir', str(tmp_path / 'again'),
+                    '--reuse', str(out), timeout=240)
+    assert proc.returncode == 0, explain(proc)
+    assert f'2 models, 5 epochs each (2 taken from {out})' in proc.stdout
+    again = json.loads((tmp_path / 'again' / 'results.json').read_text())
+    assert again['summary'] == summary
     attention = results['instruments']['peg0']['attention']
     assert osp.getsize(attention['matrix_png']) > 0
     assert osp.getsize(attention['queries_png']) > 0

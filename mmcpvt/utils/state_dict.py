@@ -25,6 +25,33 @@ def _groups(keys) -> str:
     return ', '.join(f'{g} ({n})' for g, n in count.items())
 
 
+def _block(key: str) -> Optional[str]:
+    """The numbered block a key belongs to: 'layers.2' of
+    'layers.2.ln1.weight', 'stages.0.2' of 'stages.0.2.attn.kv.bias'; None
+    for a key outside numbered blocks."""
+    parts = key.split('.')
+    first = next((i for i, p in enumerate(parts) if p.isdigit()), None)
+    if first is None:
+        return None
+    last = first
+    while last + 1 < len(parts) and parts[last + 1].isdigit():
+        last += 1
+    return '.'.join(parts[:last + 1])
+
+
+def _lone_blocks(keys, other) -> List[str]:
+    """The blocks of ``keys`` of which ``other`` has no key, where ``other``
+    has blocks beside them (the same list: 'layers.2' beside 'layers.0'):
+    another depth, not a new module ('pegs.0' where ``other`` has no PEG).
+    """
+    mine = {b for b in map(_block, keys) if b}
+    theirs = {b for b in map(_block, other) if b}
+    beside = {b.rsplit('.', 1)[0] for b in theirs}
+    return sorted((b for b in mine - theirs if b.rsplit('.', 1)[0] in beside),
+                  key=lambda b: [int(p) if p.isdigit() else p
+                                 for p in b.split('.')])
+
+
 def _guess_prefix(expected, offered) -> Optional[Tuple[str, str, int]]:
     """A prefix that would make the offered keys fit: ``('strip', p, n)``
     when the offered keys carry ``p`` too many, ``('add', p, n)`` when they
@@ -62,6 +89,9 @@ class KeyMatch:
                             if self.offered[k] != self.expected[k]]
         self.unexpected = [k for k in self.offered if k not in self.expected
                            and not k.endswith('num_batches_tracked')]
+        # whole blocks beside blocks of the same list: another depth
+        self.missing_blocks = _lone_blocks(self.missing, self.offered)
+        self.extra_blocks = _lone_blocks(self.unexpected, self.expected)
 
     @property
     def total(self) -> int:
@@ -88,6 +118,17 @@ class KeyMatch:
                          f'{_sample(prefix + k for k in self.unexpected)})')
         return '\n'.join('  ' + line for line in lines)
 
+    def unfit_line(self) -> str:
+        """What did not fit, in one line ('' if all did): the tensors the
+        model lacks, those of another shape and those the checkpoint lacks,
+        named."""
+        return '; '.join(
+            f'{len(keys)} {what} ({_sample(keys, 8)})' for what, keys in (
+                ('in the checkpoint, not in the model', self.unexpected),
+                ('of another shape', self.wrong_shape),
+                ('not in the checkpoint, left at their initialisation',
+                 self.missing)) if keys)
+
     def likely_causes(self) -> List[str]:
         """What most likely went wrong, and where to change it."""
         found = []
@@ -111,6 +152,15 @@ class KeyMatch:
             found.append(f'it looks like an official / timm {family} '
                          f'checkpoint, which is for {BACKBONES[family]} '
                          f'({TOOLS[family]} converts it)')
+        if self.missing_blocks or self.extra_blocks:
+            has = [f'{what} {_sample(blocks, 4)} that the {other} lacks'
+                   for what, blocks, other in (
+                       ('the checkpoint has', self.extra_blocks, 'model'),
+                       ('the model has', self.missing_blocks, 'checkpoint'))
+                   if blocks]
+            found.append(f'a checkpoint of another depth: {"; ".join(has)} '
+                         f'(compare the config\'s arch, depths or num_layers '
+                         f'with the checkpoint\'s)')
         if self.wrong_shape and len(self.wrong_shape) >= len(self.missing):
             found.append('the keys fit but the shapes do not: a checkpoint '
                          'of another size (compare the config\'s arch, '
@@ -139,31 +189,44 @@ USUAL_CAUSES = (
 
 def check_state_dict_fits(expected: Mapping, offered: Mapping,
                           min_fraction: float = 0.5, owner: str = 'model',
-                          prefix: str = '', why: str = '') -> KeyMatch:
+                          prefix: str = '', why: str = '',
+                          partial: bool = True) -> KeyMatch:
     """Raise :class:`CheckpointMismatchError` unless at least
     ``min_fraction`` of the ``expected`` tensors (a state dict) are in
-    ``offered`` with their shapes; return the :class:`KeyMatch`.
+    ``offered`` with their shapes; unless ``partial`` (a checkpoint of this
+    very architecture), also if ``offered`` has tensors ``expected`` lacks,
+    tensors of another shape, or lacks whole blocks beside blocks it has
+    (another depth). Return the :class:`KeyMatch`.
 
     ``owner`` names the model in the message, ``prefix`` is put before its
     keys there (``'backbone.'`` for a backbone loaded as part of a
     detector), ``why`` says why the rule is what it is.
     """
     match = KeyMatch(expected, offered)
-    if len(match.matched) >= min_fraction * match.total:
+    enough = len(match.matched) >= min_fraction * match.total
+    if enough and (partial or not (match.unexpected or match.wrong_shape
+                                   or match.missing_blocks)):
         return match
-    if not match.matched:
-        head = f'none of the {match.total} tensors of {owner}'
-    else:
-        head = f'only {len(match.matched)} of the {match.total} tensors of ' \
-               f'{owner}'
     where = f' (keys {prefix}*)' if prefix else ''
-    if not match.offered:
-        got = (f'the checkpoint has no tensor under {prefix!r}' if prefix
-               else 'the checkpoint has no tensors')
+    if enough:
+        head = f'the checkpoint is not one of {owner}{where}: ' + ', '.join(
+            text for n, text in (
+                (len(match.unexpected), f'it has {len(match.unexpected)} '
+                 f'tensors that {owner} lacks'),
+                (len(match.wrong_shape), f'{len(match.wrong_shape)} of '
+                 'another shape'),
+                (len(match.missing_blocks), f'it lacks '
+                 f'{len(match.missing_blocks)} of its blocks')) if n) + '; '
     else:
-        got = f'the checkpoint offers {len(match.offered)}'
+        head = (f'none of the {match.total} tensors of {owner}' if not
+                match.matched else f'only {len(match.matched)} of the '
+                f'{match.total} tensors of {owner}') + (
+                    f'{where} are in the checkpoint with their shapes (')
+        head += (f'the checkpoint has no tensor under {prefix!r}' if
+                 prefix and not match.offered else
+                 'the checkpoint has no tensors' if not match.offered else
+                 f'the checkpoint offers {len(match.offered)}') + '); '
     found = match.likely_causes()
     likely = 'Likely: ' + '; or '.join(found) + '.\n' if found else ''
     raise CheckpointMismatchError(
-        f'{head}{where} are in the checkpoint with their shapes ({got}); '
-        f'{why}\n{match.details(prefix)}\n{likely}{USUAL_CAUSES}')
+        f'{head}{why}\n{match.details(prefix)}\n{likely}{USUAL_CAUSES}')

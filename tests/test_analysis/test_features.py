@@ -185,8 +185,15 @@ def test_build_model_and_load_weights(tmp_path):
         models.load_weights(dst, str(other))
     # wrong shapes: refused
     small, _, _ = build_model(_config(tmp_path, patch_size=4))
-    with pytest.raises(RuntimeError, match='does not fit'):
+    with pytest.raises(ValueError, match='1 of another shape'):
         models.load_weights(small, str(whole))
+    # another depth (the whole model's checkpoint on one more layer): refused
+    deep, _, _ = build_model(_config(tmp_path, arch=dict(
+        TINY_CLS['backbone']['arch'], num_layers=3)))
+    torch.save({'state_dict': deep.state_dict()}, tmp_path / 'deep.pth')
+    with pytest.raises(ValueError, match='another depth: the checkpoint '
+                       'has layers.2 that the model lacks'):
+        models.load_weights(dst, str(tmp_path / 'deep.pth'))
     with pytest.raises(FileNotFoundError, match='checkpoint file not found'):
         models.load_weights(dst, str(tmp_path / 'missing.pth'))
 

@@ -353,19 +353,27 @@ def test_explicit_damaged_resume_is_named(how, tiny, uninterrupted,
     assert '--resume without a path' in message
 
 
+@pytest.mark.parametrize('options, why', [
+    (['model.head.num_classes=3', 'data_preprocessor.num_classes=3'],
+     'only '),
+    (['model.backbone.arch.num_layers=1'], 'the checkpoint is not one of the '
+     'CPVT backbone (keys backbone.*): it has 12 tensors that the CPVT '
+     'backbone lacks'),
+])
 def test_resume_from_another_model_is_refused(tiny, uninterrupted,
-                                              tmp_path):
+                                              tmp_path, options, why):
     """A checkpoint whose tensors do not all fit the model (another number
     of classes) stops the run, where mmengine would load what fits and
-    train on with the rest at random."""
+    train on with the rest at random; so does one with tensors the model
+    lacks (a deeper backbone), which torch's optimizer refused later with
+    "different number of parameter groups"."""
     _, config, _ = tiny
     ckpt = osp.join(uninterrupted, 'epoch_1.pth')
     proc = run_tool('tools/train.py', config, '--work-dir',
                     str(tmp_path / 'work'), '--resume', ckpt,
-                    '--cfg-options', 'model.head.num_classes=3',
-                    'data_preprocessor.num_classes=3')
+                    '--cfg-options', *options)
     assert proc.returncode == 1, explain(proc)
     assert 'Traceback' not in proc.stderr, explain(proc)
     assert (f'train.py: error: --resume {ckpt} does not fit the model of '
-            f'{config}: only ') in proc.stderr, explain(proc)
+            f'{config}: {why}') in proc.stderr, explain(proc)
     assert f'load_from={ckpt} instead of --resume' in proc.stderr

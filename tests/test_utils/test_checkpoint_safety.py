@@ -186,6 +186,52 @@ def test_whole_model_load_from(tmp_path):
         assert torch.equal(v, before[k]), k
 
 
+PVT_T, PVT_S = (dict(type='PVTPEG', arch=dict(
+    embed_dims=[8, 16, 24, 32], num_heads=[1, 2, 3, 4],
+    mlp_ratios=[2, 2, 2, 2], depths=depths, sr_ratios=[8, 4, 2, 1]))
+    for depths in ([1, 1, 1, 1], [2, 2, 2, 2]))
+
+
+@pytest.mark.parametrize('src, dst, message', [
+    (dict(TINY, arch=dict(TINY['arch'], num_layers=3)), TINY,
+     'the checkpoint has layers.2 that the model lacks'),
+    (PVT_S, PVT_T, 'the checkpoint has stages.0.1, stages.1.1, stages.2.1, '
+     'stages.3.1 that the model lacks'),
+    (PVT_T, PVT_S, 'the model has stages.0.1, stages.1.1, stages.2.1, '
+     'stages.3.1 that the checkpoint lacks'),
+])
+def test_a_checkpoint_of_another_depth_is_refused_outside_pretrained(
+        tmp_path, monkeypatch, src, dst, message):
+    """mmengine's load_checkpoint (load_from, the inferencers) loaded a
+    deeper checkpoint's first blocks, or a shallower one into half of the
+    model, with its generic "do not match" warning only. Loaded whole, the
+    checkpoint must be of the model's depth; as a Pretrained init_cfg the
+    part that fits loads, with one warning line naming the rest."""
+    path = tmp_path / 'src.pth'
+    torch.save({'state_dict': _build(src).state_dict()}, path)
+    model = _build(dst)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(CheckpointMismatchError) as e:
+        load_checkpoint(model, str(path))
+    assert f'a checkpoint of another depth: {message}' in str(e.value)
+    assert "init_cfg=dict(type='Pretrained'" in str(e.value)
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]), k
+
+    from mmengine.logging import MMLogger
+    warned = []
+    monkeypatch.setattr(MMLogger.get_current_instance(), 'warning',
+                        warned.append)
+    _build(dst, init_cfg=dict(type='Pretrained',
+                              checkpoint=str(path))).init_weights()
+    line, = warned
+    assert '\n' not in line
+    assert line.startswith(f"{dst['type']}: init_cfg Pretrained '{path}': ")
+    assert re.search(r'\d+ (in the checkpoint, not in the model|not in the '
+                     r'checkpoint, left at their initialisation) \(\w+',
+                     line), line
+
+
 def test_test_tool_refuses_a_classifier_checkpoint_for_a_detector(
         tmp_path):
     """It used to exit 0 with mAP 0.000: the neck and head stayed random."""

@@ -98,6 +98,7 @@ class BaseBackbone(BaseModule):
         arguments that ``ARGS`` names are checked and normalised;
         ``KEPT_ARGS`` become attributes (``arch`` is ``arch_settings``)."""
         super().__init__(init_cfg=values['init_cfg'])
+        self._pretrained = None  # the checkpoints init_weights is loading
         self._register_load_state_dict_pre_hook(self._convert_official_keys)
         self._register_load_state_dict_pre_hook(self._check_checkpoint_fits)
         args = check_args(type(self).__name__, values, self.ARGS)
@@ -127,14 +128,32 @@ class BaseBackbone(BaseModule):
         """Refuse, before anything is copied, a state dict that gives this
         backbone fewer than half of its tensors: the partial loads people
         mean are far above it (a DeiT into CPVT-Ti: 149 of 151), the
-        mistakes far below (another architecture, a wrong prefix: none)."""
+        mistakes far below (another architecture, a wrong prefix: none).
+
+        Outside a ``Pretrained`` init_cfg (``load_from``, ``--resume``, the
+        tools, the libraries' inferencers, ``load_state_dict``) the state
+        dict must also be of this architecture: no tensor the backbone
+        lacks, none of another shape, no block missing beside blocks it
+        has (another depth would load without a word from mmengine but its
+        generic "do not match"). In a ``Pretrained`` load, where a part is
+        normal, what did not fit is one warning line."""
         offered = {k[len(prefix):]: v for k, v in state_dict.items()
                    if k.startswith(prefix)}
-        check_state_dict_fits(
-            self.state_dict(), offered, 0.5,
-            owner=f'the {type(self).__name__} backbone', prefix=prefix,
+        owner = f'the {type(self).__name__} backbone'
+        match = check_state_dict_fits(
+            self.state_dict(), offered, 0.5, owner=owner, prefix=prefix,
+            partial=self._pretrained is not None,
             why='fewer than half is refused, as it would leave the backbone '
-            'mostly at random weights.')
+            'mostly at random weights.' if self._pretrained is not None else
+            'a checkpoint loaded whole must be of this architecture; to load '
+            'the part of one that fits (fine-tuning), use model.backbone.'
+            'init_cfg=dict(type=\'Pretrained\', checkpoint=..., '
+            'prefix=\'backbone.\').')
+        unfit = match.unfit_line()
+        if self._pretrained is not None and unfit:
+            MMLogger.get_current_instance().warning(
+                f'{type(self).__name__}: init_cfg Pretrained '
+                f'{self._pretrained}: {unfit}')
 
     def init_weights(self):
         owner = type(self).__name__
@@ -162,6 +181,9 @@ class BaseBackbone(BaseModule):
             # The transformer init first, a checkpoint on top: what the
             # checkpoint lacks (new PEGs) keeps this init, not PyTorch's.
             self._default_init()
+        # what _check_checkpoint_fits reads: a partial load is normal here
+        self._pretrained = ', '.join(repr(c['checkpoint'])
+                                     for c in pretrained) or None
         try:
             with weights_only_loads():
                 super().init_weights()
@@ -175,6 +197,8 @@ class BaseBackbone(BaseModule):
                 if not any(k.startswith(cfg['prefix']) for k in keys):
                     raise self._prefix_not_found(cfg, keys) from None
             raise
+        finally:
+            self._pretrained = None
 
     def _prefix_not_found(self, cfg, keys) -> CheckpointMismatchError:
         match = KeyMatch(self.state_dict(), keys)

@@ -26,7 +26,7 @@ from mmengine.config import Config  # noqa: E402
 from cpu_dist import has_accelerator  # noqa: E402
 from resume import checkpoint_problem, resume_latest  # noqa: E402
 
-from mmcpvt.engine import CheckpointFitHook  # noqa: E402
+from mmcpvt.engine import CheckpointFitHook, WorkDirLockHook  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -96,16 +96,39 @@ def main(argv=None):
         # cuBLAS refuses deterministic algorithms without it (PyTorch's
         # "Reproducibility" notes); read when CUDA starts
         os.environ.setdefault('CUBLAS_WORKSPACE_CONFIG', ':4096:8')
-    runner = common.build_runner(cfg)
-    resume = cfg.get('load_from') if cfg.get('resume', False) else None
-    if resume:  # all of the model (mmengine would load what fits)
-        runner.register_hook(CheckpointFitHook(min_fraction=1.0))
-    with common.checkpoint_errors(
-            'train.py', cfg, resume and f'--resume {resume}',
-            f'\nResume with the config it was trained with; to start this '
-            f'config from the tensors that fit (fine-tuning), pass '
-            f'--cfg-options load_from={resume} instead of --resume'):
-        runner.train()
+    # before the runner writes the config into the work dir (rank 0)
+    lock = None if rank(cfg.launcher) else acquire_lock(cfg.work_dir)
+    try:
+        runner = common.build_runner(cfg)
+        resume = cfg.get('load_from') if cfg.get('resume', False) else None
+        if resume:  # all of the model (mmengine would load what fits)
+            runner.register_hook(CheckpointFitHook(min_fraction=1.0))
+        with common.checkpoint_errors(
+                'train.py', cfg, resume and f'--resume {resume}',
+                f'\nResume with the config it was trained with; to start '
+                f'this config from the tensors that fit (fine-tuning), pass '
+                f'--cfg-options load_from={resume} instead of --resume'):
+            runner.train()
+    finally:
+        if lock is not None:
+            WorkDirLockHook.release(lock)
+
+
+def rank(launcher: str) -> int:
+    """This process's rank, from what the launcher set (before any process
+    group exists)."""
+    variable = dict(pytorch='RANK', slurm='SLURM_PROCID',
+                    mpi='OMPI_COMM_WORLD_RANK').get(launcher)
+    return int(os.environ.get(variable, 0)) if variable else 0
+
+
+def acquire_lock(work_dir: str) -> str:
+    """:meth:`WorkDirLockHook.acquire`; SystemExit if the work dir is in
+    use."""
+    try:
+        return WorkDirLockHook.acquire(work_dir)
+    except RuntimeError as e:
+        raise SystemExit(f'train.py: error: {e}') from None
 
 
 if __name__ == '__main__':

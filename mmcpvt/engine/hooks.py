@@ -16,12 +16,14 @@ own ``tools/train.py`` get them too.
   before the first iteration, when mmcv was built without its CUDA ops.
 """
 import contextlib
+import glob
 import logging
 import os
 import os.path as osp
 import random
 import re
 import socket
+import tempfile
 
 import numpy as np
 import torch
@@ -150,10 +152,15 @@ class WorkDirLockHook(Hook):
     Two trainings in one work dir both write ``epoch_N.pth`` and
     ``last_checkpoint``: the second overwrites the first's checkpoints. The
     first holds ``<work_dir>/.train.lock`` (its host and process id) from
-    ``before_train`` to ``after_train``. A lock left by a process that no
-    longer runs on this host (a killed run) is taken over, with a warning;
-    one from another host is refused, as its process cannot be checked.
-    Only rank 0 locks.
+    ``before_train`` to ``after_train``; ``tools/train.py`` takes it before
+    it builds the runner, which writes the config into the work dir. The
+    lock file is made whole or not at all (written aside, then linked to its
+    name). A lock left by a process that no longer runs on this host (a
+    killed run), or empty or unreadable, is taken over with a warning; one
+    from another host is refused, as its process cannot be checked. Holding
+    the lock, a run removes the temporary files that a save killed midway
+    left in the work dir (``.epoch_3.pth.<random>.tmp``,
+    :func:`mmcpvt.utils.checkpoint.atomic_write`). Only rank 0 locks.
     """
 
     NAME = '.train.lock'
@@ -161,30 +168,52 @@ class WorkDirLockHook(Hook):
     def __init__(self):
         self._path = None
 
-    def before_train(self, runner) -> None:
-        if runner.rank != 0:
-            return
-        path = osp.join(runner.work_dir, self.NAME)
-        me = f'{socket.gethostname()} {os.getpid()}'
-        for _ in range(2):
-            try:
-                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                self._check_stale(path)
-                continue
-            with os.fdopen(fd, 'w') as f:
-                f.write(me)
-            self._path = path
-            return
+    @classmethod
+    def acquire(cls, work_dir: str) -> str:
+        """Take the lock of ``work_dir`` for this process (kept if it holds
+        it already), remove orphaned temporary files; the lock's path.
+
+        Raises:
+            RuntimeError: another training may hold it.
+        """
+        path = osp.join(work_dir, cls.NAME)
+        os.makedirs(work_dir, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f'{cls.NAME}.', dir=work_dir)
+        with os.fdopen(fd, 'w') as f:
+            f.write(_me())
+        try:
+            for _ in range(2):
+                with contextlib.suppress(FileExistsError):
+                    os.link(tmp, path)  # no file of that name: made whole
+                if _owner(path) == _me():
+                    break
+                cls._check_stale(path)
+            else:  # another run took it between the two
+                cls._check_stale(path)
+        finally:
+            os.remove(tmp)
+        orphans = sorted(glob.glob(osp.join(glob.escape(work_dir), '.*.tmp')))
+        for orphan in orphans:
+            os.remove(orphan)
+        if orphans:
+            print_log(f'{work_dir}: removed what saves that did not finish '
+                      f'left: {", ".join(map(osp.basename, orphans))}',
+                      logger='current', level=logging.WARNING)
+        return path
+
+    @staticmethod
+    def release(path: str) -> None:
+        """Remove the lock at ``path`` if this process holds it."""
+        if _owner(path) == _me():
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
 
     @staticmethod
     def _check_stale(path: str) -> None:
-        """Remove the lock at ``path`` if its process is gone; raise if it
-        may still run."""
-        with open(path) as f:
-            owner = f.read().split()
-        host, pid = (owner + ['?', '0'])[:2]
-        alive = True
+        """Remove the lock at ``path`` if its process is gone or it names
+        none; raise if it may still run."""
+        host, pid = (_owner(path).split() + ['?', '?'])[:2]
+        alive = pid.isdigit()  # else empty or unreadable: stale
         if host == socket.gethostname() and pid.isdigit():
             try:
                 os.kill(int(pid), 0)
@@ -199,17 +228,36 @@ class WorkDirLockHook(Hook):
                 f'run would overwrite its checkpoints. Wait for it to end, '
                 f'stop it, or give this run another work dir (--work-dir); '
                 f'if that run is over, delete {path}.')
-        print_log(f'{path}: process {pid} of {host} has ended without '
-                  f'releasing the work dir; taking it over',
-                  logger='current', level=logging.WARNING)
+        why = (f'process {pid} of {host} has ended without releasing the '
+               f'work dir' if pid.isdigit() else
+               'it names no process (empty or unreadable)')
+        print_log(f'{path}: {why}; taking it over', logger='current',
+                  level=logging.WARNING)
         with contextlib.suppress(FileNotFoundError):
             os.remove(path)
 
+    def before_train(self, runner) -> None:
+        if runner.rank == 0:
+            self._path = self.acquire(runner.work_dir)
+
     def after_train(self, runner) -> None:
         if self._path is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(self._path)
+            self.release(self._path)
             self._path = None
+
+
+def _me() -> str:
+    """What a lock file of this process holds: 'host pid'."""
+    return f'{socket.gethostname()} {os.getpid()}'
+
+
+def _owner(path: str) -> str:
+    """The text of the lock file ``path`` ('' if it cannot be read)."""
+    try:
+        with open(path, errors='replace') as f:
+            return f.read().strip()
+    except OSError:
+        return ''
 
 
 def _bare_model(runner):

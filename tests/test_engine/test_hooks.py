@@ -93,33 +93,76 @@ def test_weights_only_hook_refuses_a_bad_load_from(runner, tmp_path):
 
 
 def test_second_training_in_a_work_dir_is_refused(runner, tmp_path):
-    first, second = WorkDirLockHook(), WorkDirLockHook()
-    first.before_train(runner)
+    import socket
     lock = tmp_path / WorkDirLockHook.NAME
-    assert lock.read_text().split()[1] == str(os.getpid())
+    other = os.getppid()  # a process that runs: the first training
+    lock.write_text(f'{socket.gethostname()} {other}')
+    hook = WorkDirLockHook()
     with pytest.raises(RuntimeError) as e:
-        second.before_train(runner)
+        hook.before_train(runner)
     msg = str(e.value)
     assert f'work dir {tmp_path} is in use by another training' in msg
-    assert f'process {os.getpid()}' in msg and '--work-dir' in msg
-    first.after_train(runner)
+    assert f'process {other}' in msg and '--work-dir' in msg
+    lock.unlink()
+    hook.before_train(runner)  # free again
+    assert lock.read_text() == f'{socket.gethostname()} {os.getpid()}'
+    assert os.listdir(tmp_path) == [WorkDirLockHook.NAME]  # nothing aside
+    hook.after_train(runner)
     assert not lock.exists()
-    second.before_train(runner)  # free again
-    second.after_train(runner)
 
 
-def test_lock_of_an_ended_process_is_taken_over(runner, tmp_path, capsys):
+@pytest.mark.parametrize('left', ['ended process', 'empty', 'unreadable'])
+def test_lock_of_an_ended_process_is_taken_over(runner, tmp_path, left):
+    """A killed run's lock, and one left empty or unreadable (a kill between
+    making and writing it, as locks were once made), is stale."""
     import socket
     ended = subprocess.run([sys.executable, '-c', 'import os; '
                             'print(os.getpid())'], capture_output=True,
                            text=True, check=True).stdout.strip()
     lock = tmp_path / WorkDirLockHook.NAME
-    lock.write_text(f'{socket.gethostname()} {ended}')
+    lock.write_bytes({'ended process': f'{socket.gethostname()} {ended}'
+                      .encode(), 'empty': b'', 'unreadable': b'\xff\xfe'}[left])
     hook = WorkDirLockHook()
     hook.before_train(runner)  # a warning, no error
     assert lock.read_text().split()[1] == str(os.getpid())
     hook.after_train(runner)
     assert not lock.exists()
+
+
+def test_a_run_removes_what_killed_saves_left(runner, tmp_path):
+    """A save killed midway leaves its temporary file (atomic_write's
+    '.<name>.<random>.tmp'); the next run in the work dir removes it once
+    it holds the lock."""
+    orphan = tmp_path / '.iter_4.pth.k2j3h4.tmp'
+    orphan.write_bytes(b'\0' * 1000)
+    kept = tmp_path / 'iter_2.pth'
+    kept.write_bytes(b'')
+    hook = WorkDirLockHook()
+    hook.before_train(runner)
+    assert not orphan.exists() and kept.exists()
+    hook.after_train(runner)
+
+
+def test_train_tool_locks_before_it_writes_the_config(tmp_path):
+    """tools/train.py refuses a work dir in use before the runner dumps the
+    config there (it used to overwrite the running training's copy)."""
+    import socket
+    config = osp.join(ROOT, 'configs', 'cpvt', 'cpvt-tiny_4xb256_in1k.py')
+    dumped = tmp_path / osp.basename(config)
+    dumped.write_text('# the running training\'s config\n')
+    (tmp_path / WorkDirLockHook.NAME).write_text(
+        f'{socket.gethostname()} {os.getpid()}')
+    proc = subprocess.run(
+        [sys.executable, 'tools/train.py', config, '--work-dir',
+         str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+        timeout=300)
+    assert proc.returncode == 1, explain(proc)
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        f'train.py: error: work dir {tmp_path} is in use by another '
+        f'training (host {socket.gethostname()}, process {os.getpid()}')
+    assert dumped.read_text() == '# the running training\'s config\n'
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        [WorkDirLockHook.NAME, dumped.name])
 
 
 def test_only_rank_0_locks(runner, tmp_path):

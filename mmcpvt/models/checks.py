@@ -134,6 +134,7 @@ class Indices(Spec):
 
     def __init__(self, low, high, what, unique=False, num=None):
         self.low, self.high, self.unique, self.num = low, high, unique, num
+        self.each = 'index' if num else 'position'  # (negative: from the end)
         self.allowed = (f'{what}: an int or a sequence of ints'
                         f'{", each once" if unique else ""}')
 
@@ -148,13 +149,13 @@ class Indices(Spec):
         if not all(self.low <= v <= self.high for v in seq) or (
                 self.num and not seq):
             raise self.refuse(value, ValueError)
-        twice = sorted({v for v in seq if list(seq).count(v) > 1})
+        seq = [v % self.num if self.num else int(v) for v in seq]
+        twice = sorted({v for v in seq if seq.count(v) > 1})
         if self.unique and twice:
             raise self.refuse(value, ValueError, got=f'{value!r}, which '
                               f'holds {", ".join(map(str, twice))} twice; '
-                              f'give each position once')
-        return tuple(sorted({v % self.num if self.num else int(v)
-                             for v in seq}))
+                              f'give each {self.each} once')
+        return tuple(sorted(seq))
 
 
 def positions(depth: int) -> Indices:
@@ -166,7 +167,7 @@ def positions(depth: int) -> Indices:
 def out_indices(num: int, what: str) -> Indices:
     return Indices(-num, num - 1, f'one or more indices of the {num} {what} '
                    f'from -{num} to {num - 1} (negative from the end)',
-                   num=num)
+                   unique=True, num=num)
 
 
 class StagePositions(Spec):

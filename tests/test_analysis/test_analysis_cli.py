@@ -171,6 +171,12 @@ def test_unusable_values_are_refused_before_any_work(tiny_config, checkpoint,
                     '--random-images', '--img-size', '70')
     assert ('--img-size 70 is not a multiple of the patch size of this CPVT '
             '(16 px)') in err and 'e.g. 64' in err
+    # 4 patches a side: a shift of 4 is a whole turn (it reported 0.00)
+    err = errors_of(capsys, 'translation_equivariance', tiny_config,
+                    '--random-images', '--img-size', '64', '--shifts', '1',
+                    '1000')
+    assert ('--shifts 1 1000: the 64x64 input is 4x4 patches; shifts must '
+            'be smaller than 4') in err
     err = errors_of(capsys, 'position_probe', tiny_config, '--random-images',
                     '--out', str(tmp_path))
     assert (f'--out {tmp_path} is a directory; it takes the file to write, '

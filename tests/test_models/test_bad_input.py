@@ -138,8 +138,8 @@ BAD_ARGUMENTS = [
      TypeError, r'CPVT: pos_embed_positions must be .* which holds True'),
     ('PVTPEG', dict(out_indices=True), TypeError,
      r'PVTPEG: out_indices must be one or more indices of the 4 stages from '
-     r'-4 to 3 \(negative from the end\): an int or a sequence of ints, got '
-     r'True \(a bool\)'),
+     r'-4 to 3 \(negative from the end\): an int or a sequence of ints, '
+     r'each once, got True \(a bool\)'),
     ('CPVT', dict(out_indices=(0, 0.5)), TypeError,
      r'CPVT: out_indices must .* got \(0, 0\.5\)'),
     ('SwinPEG', dict(out_indices=()), ValueError,
@@ -351,9 +351,15 @@ def test_peg_takes_an_empty_batch_and_small_maps():
     ('PVTPEG', dict(peg_positions=((), (1, 1), (), ())),
      r'PVTPEG: peg_positions of stage 1 must be .*each once, got \(1, 1\), '
      r'which holds 1 twice'),
+    ('PVTPEG', dict(out_indices=(1, 1)),
+     r'PVTPEG: out_indices must be one or more indices of the 4 stages .*'
+     r'each once, got \(1, 1\), which holds 1 twice; give each index once'),
+    ('CPVT', dict(out_type='featmap', out_indices=(2, -1)),
+     r'out_indices .* got \(2, -1\), which holds 2 twice'),
 ])
 def test_a_position_given_twice_is_refused(name, kwargs, match):
-    """peg_positions=(0, 0) built one PEG without a word."""
+    """peg_positions=(0, 0) built one PEG without a word;
+    out_indices=(1, 1) gave one map, not two."""
     with pytest.raises(ValueError, match=match):
         build(name, **kwargs)
 

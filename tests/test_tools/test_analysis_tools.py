@@ -121,6 +121,10 @@ def test_get_flops_missing_config():
     out = run_tool('get_flops', 'configs/cpvt/no-such-config.py')
     assert out.returncode != 0
     assert 'configs/cpvt/no-such-config.py' in out.stdout + out.stderr
+    # it used to exit 0 with no output
+    out = run_tool('get_flops', '--all', '/nonexistent_dir')
+    assert out.returncode == 2, out.stderr
+    assert 'error: --all /nonexistent_dir: no such directory' in out.stderr
 
 
 # --------------------------------------------------------------- benchmark

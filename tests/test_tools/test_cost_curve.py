@@ -91,3 +91,14 @@ def test_cost_curve_max_seconds_skips_larger_sides():
     # one process: none for the second repeat, none for the larger side
     assert out.stderr.count('swin-tiny@mmdet 32px') == 1, explain(out)
     assert 'swin-tiny@mmdet 48px' not in out.stderr
+
+
+@pytest.mark.parametrize('option, value', [('--min-time', '-1'),
+                                           ('--min-time', 'nan'),
+                                           ('--max-seconds', '0')])
+def test_cost_curve_refuses_times_out_of_range(cost_curve, capsys, option,
+                                               value):
+    with pytest.raises(SystemExit):
+        cost_curve.parse_args([option, value])
+    assert (f'argument {option}: must be >{"=" if value != "0" else ""} 0, '
+            f'got {value}') in capsys.readouterr().err

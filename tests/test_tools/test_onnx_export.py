@@ -228,29 +228,36 @@ def test_verify_catches_a_size_frozen_in_the_graph(tmp_path, monkeypatch,
     assert re.search(r'45x83: .*(FAILED|failed)', printed), printed
 
 
-@pytest.mark.parametrize('case', ['directory', 'under a file'])
+@pytest.mark.parametrize('case', ['directory', 'under a file', 'config',
+                                  'atol -1', 'atol nan'])
 def test_output_file_is_checked_before_the_model_is_built(tmp_path,
                                                           monkeypatch, capsys,
                                                           case):
-    """An --output-file that is a directory, or lies under a file, is refused
-    before anything is built, naming the option, the path and what it
-    takes."""
+    """An --output-file that is a directory, lies under a file or is the
+    config, and an --atol below 0 or not a number, are refused before
+    anything is built, naming the option, the value and what it takes."""
     monkeypatch.setattr(p2o, 'build_model', lambda *a: pytest.fail('built'))
     config = tmp_path / 'cpvt_tiny.py'
     config.write_text(CLS_CONFIG.format(base=osp.join(
         ROOT, 'configs', 'cpvt', 'cpvt-tiny_4xb256_in1k.py')))
     (tmp_path / 'a_file').write_text('')
-    out = {'directory': str(tmp_path),
-           'under a file': str(tmp_path / 'a_file' / 'sub' / 'm.onnx')}[case]
+    out = {'directory': str(tmp_path), 'config': str(config),
+           'under a file': str(tmp_path / 'a_file' / 'sub' / 'm.onnx')}.get(
+               case, str(tmp_path / 'm.onnx'))
+    atol = case.split()[1] if case.startswith('atol') else '1e-4'
     with pytest.raises(SystemExit):
-        p2o.main([str(config), '--output-file', out])
+        p2o.main([str(config), '--output-file', out, '--atol', atol])
     err = capsys.readouterr().err
-    assert f'--output-file {out}' in err, err
-    assert {'directory': f'is a directory; it takes the file to write, '
-                         f'e.g. {osp.join(out, "cpvt_tiny.onnx")}',
-            'under a file': f'{tmp_path / "a_file"} is a file, not a '
-                            f'directory; it takes a file path in a directory'
-            }[case] in err, err
+    assert {'directory': f'--output-file {out} is a directory; it takes the '
+                         f'file to write, e.g. '
+                         f'{osp.join(out, "cpvt_tiny.onnx")}',
+            'under a file': f'--output-file {out}: {tmp_path / "a_file"} is '
+                            f'a file, not a directory; it takes a file path '
+                            f'in a directory',
+            'config': f'--output-file {out} is {config}, an input of this '
+                      f'run (the same file)',
+            'atol -1': 'argument --atol: must be >= 0, got -1',
+            'atol nan': 'argument --atol: must be >= 0, got nan'}[case] in err
 
 
 def test_url_checkpoint_is_unpickled_weights_only(tmp_path, monkeypatch,

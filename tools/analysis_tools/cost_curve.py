@@ -22,7 +22,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from measure import (MODELS, Settings, device_arg, header,  # noqa: E402
                      is_detector, run_child)
-from common import positive  # noqa: E402  (tools/common.py)
+from common import checked, positive  # noqa: E402  (tools/common.py)
 
 # CPVT-Ti, PVTPEG-T, SwinPEG-T, each followed by what users run instead
 DEFAULT_MODELS = ['cpvt-tiny', 'deit_tiny_patch16_224@timm', 'pvt-tiny-peg',
@@ -151,10 +151,13 @@ def parse_args(argv=None):
     add('--repeats', type=positive(int), default=3, help='processes a point')
     add('--threads', type=positive(int), default=torch.get_num_threads())
     add('--device', default='cpu', type=device_arg, help='cpu or cuda[:N]')
-    add('--min-time', type=float, default=1., help='seconds of timed '
-        'forwards a process (blocked_autorange; default: %(default)s)')
-    add('--max-seconds', type=float, default=30., help='a slower forward '
-        "ends the model's curve: larger sides are skipped (default: 30)")
+    add('--min-time', default=1.,
+        type=checked(float, lambda seconds: seconds >= 0, 'must be >= 0'),
+        help='seconds of timed forwards a process (blocked_autorange; '
+        'default: %(default)s)')
+    add('--max-seconds', type=positive(float), default=30.,
+        help="a slower forward ends the model's curve: larger sides are "
+        'skipped (default: 30)')
     add('--timeout', type=positive(float), default=600., help='seconds a '
         'process may take before its point is noted as a timeout (default: '
         '600)')

@@ -56,7 +56,8 @@ def main():
     which.add_argument('config', nargs='?', help='config file')
     which.add_argument('--all', metavar='DIR',
                        help='count every config under DIR instead')
-    parser.add_argument('--shape', type=int, nargs='+', default=None,
+    parser.add_argument('--shape', type=common.positive(int), nargs='+',
+                        default=None,
                         help='input H [W]; default 224 for classifiers, '
                         '800 1280 for detectors, 512 for segmentors')
     parser.add_argument('--markdown', action='store_true')
@@ -67,6 +68,10 @@ def main():
     configs = [args.config] if args.config else [  # no _base_ fragments
         c for c in sorted(glob.glob(osp.join(args.all, '**', '*.py'),
                                     recursive=True)) if '_base_' not in c]
+    if not configs:
+        parser.error(f'--all {args.all}: ' + (
+            'no config under it (a .py file outside _base_)' if osp.isdir(
+                args.all) else 'no such directory'))
     if args.markdown:
         print('| config | input | params (M) | FLOPs (G) |\n|---|---|---|---|')
     for config in configs:

@@ -197,6 +197,12 @@ def main(argv=None):
             f'whole patches would not be equivariant even without position '
             f'encoding; use a multiple of {patch}, e.g. '
             f'{max(patch, H // patch * patch)}')
+    grid = min(H, W) // patch
+    if max(map(abs, args.shifts)) >= grid:  # a whole turn, or past the map
+        parser.error(f'--shifts {" ".join(map(str, args.shifts))}: the '
+                     f'{H}x{W} input is {H // patch}x{W // patch} patches; '
+                     f'shifts must be smaller than {grid} (one of {grid} is '
+                     f'a whole turn)')
     largest = max(i.stride for i in infos)
     if H % largest or W % largest:
         print(f'warning: the {H}x{W} input is not a multiple of the largest '

@@ -138,7 +138,8 @@ def parse_args(argv=None):
         help='the second size of the check (default: --shape x 0.9 and x '
         '1.1, made odd: no patch, stride or window divides it)')
     parser.add_argument(
-        '--atol', type=float, default=DEFAULT_ATOL,
+        '--atol', default=DEFAULT_ATOL,
+        type=common.checked(float, lambda atol: atol >= 0, 'must be >= 0'),
         help='largest max |delta| accepted (default %(default)s)')
     parser.add_argument('--cfg-options', nargs='+',
                         action=common.CfgOptionsAction,

@@ -52,6 +52,10 @@ check_count() {
 torchrun_tool() {
     check_count GPUS "$1"
     check_count NNODES "${NNODES:-1}"
+    # (torchrun waits forever for a node rank that cannot join)
+    [[ ${NODE_RANK:-0} =~ ^[0-9]+$ ]] && ((${NODE_RANK:-0} < ${NNODES:-1})) ||
+        fail 2 "NODE_RANK=${NODE_RANK:-0}: the rank of this node must be" \
+            "0 to $((${NNODES:-1} - 1)) (NNODES=${NNODES:-1} nodes)"
     PYTHONPATH="$TOOLS/..":${PYTHONPATH:-} \
     "$PYTHON" -m torch.distributed.run \
         --nnodes="${NNODES:-1}" \

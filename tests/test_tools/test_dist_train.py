@@ -356,3 +356,27 @@ def test_process_count_must_be_positive(script, args):
     assert f'GPUS={args[-1]}: the number of processes must be a positive ' \
         'integer' in proc.stderr
     assert 'Traceback' not in proc.stderr
+
+
+@pytest.mark.parametrize('rank', ['5', '1', 'x'])
+def test_node_rank_must_be_below_nnodes(rank):
+    """``NNODES=1 NODE_RANK=5 dist_train.sh`` used to wait forever for a
+    node that cannot join."""
+    proc = _bash('tools/dist_train.sh', 'CONFIG', '1',
+                 env=_env(NNODES='1', NODE_RANK=rank))
+    assert proc.returncode == 2, explain(proc)
+    assert proc.stderr == (f'dist_train.sh: NODE_RANK={rank}: the rank of '
+                           'this node must be 0 to 0 (NNODES=1 nodes)\n')
+
+
+def test_gpu_wheels_help_downloads_nothing(tmp_path):
+    """``gpu_wheels.sh --help`` printed nothing and started pip download
+    (into a folder named --help); it prints its header."""
+    proc = subprocess.run(
+        ['bash', osp.join(ROOT, 'tools', 'install', 'gpu_wheels.sh'),
+         '--help'], cwd=tmp_path, env=_env(PY='false'), capture_output=True,
+        text=True, timeout=60)
+    assert proc.returncode == 0, explain(proc)
+    assert 'usage: tools/install/gpu_wheels.sh [PYTHON_VERSION [DIR]]' in \
+        proc.stdout
+    assert os.listdir(tmp_path) == []

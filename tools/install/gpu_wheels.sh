@@ -11,6 +11,11 @@
 #   PYTHON_VERSION: the target's Python (default 3.12); DIR default .whl
 #   (ignored by git: `echo /.whl/ >> .git/info/exclude`).
 set -euo pipefail
+case "${1:-}" in  # the header above, not a download
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "usage: $0 [PYTHON_VERSION [DIR]] (--help: what it does)" >&2
+        exit 2 ;;
+esac
 
 PYV=${1:-3.12}
 DIR=${2:-.whl}

@@ -226,7 +226,11 @@ def parse_args(parser: argparse.ArgumentParser, argv=None):
 class CfgOptionsAction(DictAction):
     """mmengine's ``DictAction`` (``--cfg-options key=value ...`` into a
     dict) that refuses an item without ``key=`` with an argparse error,
-    not a traceback ("not enough values to unpack")."""
+    not a traceback ("not enough values to unpack"), and takes the value of
+    a ``PATHS`` key as it is (mmengine's parsing makes ``a,b.pth`` a list
+    and drops the space of ``a b.pth``)."""
+
+    PATHS = ('load_from', )
 
     def __call__(self, parser, namespace, values, option_string=None):
         for item in values or ():
@@ -236,6 +240,9 @@ class CfgOptionsAction(DictAction):
                     'key=value, e.g. train_dataloader.batch_size=32 or '
                     'model.backbone.arch=small (no spaces around "=")')
         super().__call__(parser, namespace, values, option_string)
+        options = getattr(namespace, self.dest)
+        options.update(item.split('=', 1) for item in values
+                       if item.split('=', 1)[0] in self.PATHS)
 
 
 # Top-level keys that mmengine's Runner reads besides the arguments of

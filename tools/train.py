@@ -69,11 +69,15 @@ def merge_args(cfg: Config, args) -> Config:
         cfg.optim_wrapper.type = 'AmpOptimWrapper'
         cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')
     if args.auto_scale_lr:
-        if 'base_batch_size' not in cfg.get('auto_scale_lr', {}):
+        given = cfg.get('auto_scale_lr', {})
+        if not isinstance(given, dict) or 'base_batch_size' not in given:
             raise SystemExit(
                 'train.py: error: --auto-scale-lr needs auto_scale_lr=dict('
-                'base_batch_size=N) in the config; add it, or pass '
-                '--cfg-options auto_scale_lr.base_batch_size=N')
+                'base_batch_size=N) in the config (N: the total batch size '
+                f'its lr is for), and it has auto_scale_lr={given!r}; add '
+                'it' + (', or pass --cfg-options auto_scale_lr.'
+                        'base_batch_size=N' if isinstance(given, dict) else
+                        f' to {args.config}'))
         cfg.auto_scale_lr.enable = True
     if args.resume == 'auto':
         resume_latest(cfg)

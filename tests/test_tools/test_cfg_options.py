@@ -186,6 +186,24 @@ def test_config_variable_warns(train, option, settings, monkeypatch):
     assert warning.endswith(settings)
 
 
+@pytest.mark.parametrize('path', ['a,b.pth', 'my runs/epoch_1.pth'])
+def test_load_from_is_taken_as_one_path(train, path):
+    """mmengine's parsing made 'a,b.pth' a list and dropped the space."""
+    assert merged(train, '--cfg-options', f'load_from={path}').load_from == \
+        path
+
+
+def test_auto_scale_lr_needs_a_base_batch_size(train):
+    """With auto_scale_lr=None it used to fail with "argument of type
+    'NoneType' is not iterable"."""
+    with pytest.raises(SystemExit) as error:
+        merged(train, '--auto-scale-lr', '--cfg-options', 'auto_scale_lr=None')
+    assert str(error.value) == (
+        'train.py: error: --auto-scale-lr needs auto_scale_lr=dict('
+        'base_batch_size=N) in the config (N: the total batch size its lr '
+        f'is for), and it has auto_scale_lr=None; add it to {CONFIG}')
+
+
 @pytest.mark.parametrize('below', [False, True])
 def test_work_dir_that_is_a_file(train, tmp_path, below):
     afile = tmp_path / 'not_a_dir'

@@ -2,6 +2,7 @@
 their paired bootstrap (pycocotools' mAP reproduced, for any weighting of
 the test images), the table, and ``--task cls --quick`` end to end."""
 import contextlib
+import glob
 import importlib.util
 import io
 import json
@@ -151,15 +152,17 @@ class Fixed:
 
 
 def _figures(demo, a, b, a_train, b_train):
-    """The report of two models right on ``a`` / ``b`` of the images of
-    the 2x canvas and on ``a_train`` / ``b_train`` of the training-size
-    ones."""
+    """The report of two models, each of one training run, right on ``a``
+    / ``b`` of the images of the 2x canvas and on ``a_train`` /
+    ``b_train`` of the training-size ones."""
     task = demo.TASKS['cls']
     stats = demo.bootstrap(
-        {'PEG': {'train size': Fixed(a_train), 'canvas 2x': Fixed(a)},
-         'learned PE': {'train size': Fixed(b_train), 'canvas 2x': Fixed(b)}},
+        {'PEG': {'train size': [Fixed(a_train)], 'canvas 2x': [Fixed(a)]},
+         'learned PE': {'train size': [Fixed(b_train)],
+                        'canvas 2x': [Fixed(b)]}},
         {'train size': 'data', 'canvas 2x': 'data_canvas2x'}, resamples=500)
-    return demo.report(task, stats, {'train size': 64, 'canvas 2x': 128})
+    return demo.report(task, stats, {'train size': 64, 'canvas 2x': 128},
+                       ('PEG', 'learned PE'))
 
 
 def test_bootstrap_is_paired(demo):
@@ -172,17 +175,83 @@ def test_bootstrap_is_paired(demo):
     rows, figures = _figures(demo, a, a, a, a)
     assert figures['canvas 2x']['difference']['top-1 %'] == [0, 0, 0]
     assert figures['canvas 2x']['difference']['kept %'] == [0, 0, 0]
-    assert rows[2][4] == '+0.0 [+0.0, +0.0]'
+    assert rows[1][4] == '+0.0 [+0.0, +0.0]'
     b = rng.random(200) < 0.5
     rows, figures = _figures(demo, a, b, a, a)
     value, low, high = figures['canvas 2x']['difference']['top-1 %']
     assert 0 < low < value < high and low < 40 < high
-    assert rows[2][4].startswith(f'+{value:.1f}* [')
+    assert rows[1][4].startswith(f'+{value:.1f}* [')
     # the kept difference: paired with the training-size images as well
     assert figures['canvas 2x']['difference']['kept %'][1] > 0
-    assert rows[0][:5] == ['test set', 'size', 'PEG: top-1 %',
-                           'learned PE: top-1 %', 'PEG - learned PE']
-    assert rows[1][5:] == ['', '', '']  # no "kept" at the training size
+    assert demo.header(demo.TASKS['cls'])[:5] == [
+        'test set', 'size', 'PEG: top-1 %', 'learned PE: top-1 %',
+        'PEG - learned PE']
+    assert rows[0][5:] == ['', '', '']  # no "kept" at the training size
+
+
+def test_report_of_runs_that_disagree(demo):
+    """Two training runs of each model, right on every image or on none:
+    the interval of a difference spans what the runs span (the run draw),
+    where the first runs alone give a zero-width one; a model at an
+    earlier checkpoint is reported against the other's final one by
+    name."""
+    ones, zeros = Fixed(np.ones(50)), Fixed(np.zeros(50))
+    task, sizes = demo.TASKS['cls'], {'train size': 64}
+
+    def figures(peg, twin, earlier=None):
+        scores = {'PEG': {'train size': peg},
+                  'learned PE': {'train size': twin}}
+        if earlier:
+            scores['PEG at iter 30'] = {'train size': earlier}
+        return demo.bootstrap(scores, {'train size': 'data'}, resamples=400)
+
+    stats = figures([ones, zeros], [zeros, zeros], [ones, ones])
+    _, fig = demo.report(task, stats, sizes, ('PEG', 'learned PE'))
+    # PEG's runs: 100 and 0; a draw of two of them gives 0, 50 or 100
+    assert fig['train size']['difference']['top-1 %'] == [50, 0, 100]
+    _, fig = demo.report(task, figures([ones], [zeros]), sizes,
+                         ('PEG', 'learned PE'))
+    assert fig['train size']['difference']['top-1 %'] == [100, 100, 100]
+    rows, fig = demo.report(task, stats, sizes,
+                            ('PEG at iter 30', 'learned PE'))
+    assert set(fig['train size']) == {'PEG at iter 30', 'learned PE',
+                                      'difference'}
+    assert rows[0][2:5] == ['100.0 [100.0, 100.0]', '0.0 [0.0, 0.0]',
+                            '+100.0* [+100.0, +100.0]']
+
+
+def test_nearest_checkpoint(demo):
+    """The matched-skill checkpoint: the iteration whose score is nearest
+    the target, above or below it; the earliest of a tie."""
+    curve = {30: 0.05, 60: 0.14, 90: 0.20, 240: 0.38}
+    assert demo.nearest(curve, 0.155) == 60
+    assert demo.nearest(curve, 0.19) == 90
+    assert demo.nearest(curve, 0.5) == 240
+    assert demo.nearest({60: 0.1, 30: 0.3}, 0.2) == 30
+
+
+def test_evaluate_shares_the_pixels_out(demo, monkeypatch):
+    """The tests go to at most as many processes as cores, each test once,
+    the 2x-canvas tests (4 times the pixels) apart, each process about as
+    many pixels as the others."""
+    steps = []
+    monkeypatch.setattr(demo, 'run_all', lambda s: steps.extend(s) or 0)
+    tests = [demo.Test(m, 0, label, 'c.pth', 'root', size, f'out{m}{label}')
+             for m in (0, 1) for label, size in (
+                 ('untrained', 192), ('train size', 192),
+                 ('scaled 1.5x', 288), ('canvas 1.5x', 288),
+                 ('canvas 2x', 384))]
+    assert demo.evaluate('det', tests, cores=2) == 0
+    groups = [[demo.Test(*t) for t in json.loads(cmd[-1])[1]]
+              for cmd, _, threads in steps]
+    assert len(groups) == 2 and {threads for _, _, threads in steps} == {1}
+    assert sorted(sum(groups, [])) == sorted(tests)
+    assert [sum(t.label == 'canvas 2x' for t in g) for g in groups] == [1, 1]
+    pixels = [sum(t.size**2 for t in g) for g in groups]
+    assert max(pixels) - min(pixels) <= 192**2
+    steps.clear()
+    demo.evaluate('det', tests[:1], cores=2)
+    assert len(steps) == 1 and steps[0][2] == 2  # one process, both cores
 
 
 def test_run_all_stops_the_others_when_one_fails(demo, tmp_path, capsys):
@@ -199,6 +268,17 @@ def test_run_all_stops_the_others_when_one_fails(demo, tmp_path, capsys):
     assert err.count('FAILED') == 1
 
 
+def test_run_all_runs_jobs_at_a_time(demo, tmp_path):
+    """``jobs=1``: each step starts after the one before it has ended."""
+    py, logs = sys.executable, [str(tmp_path / f'{i}.log') for i in range(3)]
+    step = ('import time; print(time.time()); time.sleep(0.5); '
+            'print(time.time())')
+    assert demo.run_all([([py, '-c', step], log, 1) for log in logs],
+                        jobs=1) == 0
+    spans = [[float(x) for x in open(log).read().split()] for log in logs]
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+
+
 def test_det_evaluation_keeps_what_mmdet_scores(demo, tmp_path):
     """A detection test (the untrained model, on a few generated images)
     keeps its detections, and their CocoScore is the mAP mmdet printed."""
@@ -207,29 +287,39 @@ def test_det_evaluation_keeps_what_mmdet_scores(demo, tmp_path):
     make_coco.make_coco(root, num_train=0, num_val=4, size=96, seed=0,
                         object_scale=[0.3, 0.5])
     out = str(tmp_path / 'test')
-    demo.evaluate_model('det', 0, [('untrained', str(tmp_path / 'u.pth'),
-                                    root, 96)], out)
-    with open(osp.join(out, 'untrained', 'metrics.json')) as f:
+    demo.evaluate_model('det', [demo.Test(0, 0, 'untrained', str(
+        tmp_path / 'u.pth'), root, 96, out)])
+    with open(osp.join(out, 'metrics.json')) as f:
         metrics = json.load(f)
-    score = demo.TASKS['det'].score(osp.join(out, 'untrained'), root)
+    score = demo.TASKS['det'].score(out, root)
     assert score.num_images == 4
     assert score(np.ones(4)) == pytest.approx(metrics['coco/bbox_mAP'],
                                               abs=5e-4)
 
 
 def test_demo_cls_quick(tmp_path):
-    """``demo/demo.py --task cls --quick`` end to end: data, both models
-    trained at once, tested on every set, a table with intervals, the
-    results file and the plot."""
+    """``demo/demo.py --task cls --quick --seeds 2`` end to end: data, two
+    runs of each model trained (two at a time; the runs of a model differ),
+    tested on every set, checkpoints searched for matched skill, a table
+    with intervals, the results file and the plot."""
     data_root, work_dir = str(tmp_path / 'data'), str(tmp_path / 'work')
-    proc = run_tool('demo/demo.py', '--task', 'cls', '--quick',
-                    '--data-root', data_root, '--work-dir', work_dir,
-                    timeout=600)
+    proc = run_tool('demo/demo.py', '--task', 'cls', '--quick', '--seeds',
+                    '2', '--data-root', data_root, '--work-dir', work_dir,
+                    timeout=900)
     assert proc.returncode == 0, explain(proc)
     out = proc.stdout
     for name in ('PEG', 'learned PE'):
-        assert re.search(rf'\[demo\] train {name}: iter \d+/\d+, loss '
-                         r'[\d.]+, ~[\d.]+ min left', out), out[-3000:]
+        for seed in (0, 1):
+            assert re.search(rf'\[demo\] train {name}, seed {seed}: iter '
+                             r'\d+/\d+, loss [\d.]+, ~[\d.]+ min left',
+                             out), out[-3000:]
+    first_losses = set()
+    for seed in (0, 1):
+        log, = glob.glob(osp.join(work_dir, 'peg', f'seed{seed}', '*',
+                                  'vis_data', 'scalars.json'))
+        with open(log) as f:
+            first_losses.add(json.loads(f.readline())['loss'])
+    assert len(first_losses) == 2  # another seed, another run
     num = r'[+-]?[\d.]+'
     inter = rf'{num}\*? \[{num}, {num}\]'
     for label in ('untrained', 'train size'):
@@ -238,13 +328,37 @@ def test_demo_cls_quick(tmp_path):
     for label, size in (('scaled 2x', 128), ('canvas 1.5x', 96)):
         assert re.search(rf'^\| {label} \| {size} px( \| {inter}){{6}} \|$',
                          out, re.M), out[-3000:]
+    assert 'training runs of each model: 2 (seed 0-1)' in out
     with open(osp.join(work_dir, 'results.json')) as f:
         results = json.load(f)
-    assert results['resamples'] == 1000
+    assert results['resamples'] == 1000 and results['seeds'] == 2
     fig = results['figures']['canvas 2x']
     assert set(fig) == {'PEG', 'learned PE', 'difference'}
     low, high = fig['difference']['kept %'][1:]
     assert low <= fig['difference']['kept %'][0] <= high
+    # 105 iterations, a checkpoint every 60: the model ahead's at 60 and
+    # at the end scored at the training size, the nearest one chosen
+    matched = results['matched']
+    assert list(matched['curve']) == ['60', '105']
+    assert matched['iteration'] == demo_nearest(matched)
+    lead = matched['model']
+    if matched['figures'] is not None:  # near enough: the second table
+        assert matched['iteration'] == 60
+        assert abs(matched['difference']) <= matched['within']
+        assert re.search(rf'^\| \*\*at matched skill: {lead} at iter 60 of '
+                         r'105 against .*\*\* \|', out, re.M), out[-3000:]
+        assert set(matched['figures']['canvas 2x']) == {
+            f'{lead} at iter 60', 'learned PE' if lead == 'PEG' else 'PEG',
+            'difference'}
+    else:
+        assert re.search(f'No (earlier )?checkpoint of {lead} is (nearer|'
+                         'within)', out), out[-3000:]
     with open(osp.join(work_dir, 'comparison.png'), 'rb') as f:
         assert f.read(8) == b'\x89PNG\r\n\x1a\n'
     assert osp.isfile(osp.join(work_dir, 'comparison.md'))
+
+
+def demo_nearest(matched):
+    """The iteration of ``results.json``'s curve nearest its target."""
+    curve = {int(k): v for k, v in matched['curve'].items()}
+    return min(sorted(curve), key=lambda k: abs(curve[k] - matched['target']))

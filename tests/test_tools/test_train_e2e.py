@@ -11,7 +11,9 @@ import re
 import sys
 
 import pytest
+import torch
 
+import mmcpvt  # noqa: F401  (allow-lists mmengine's checkpoint types)
 from tests.utils import ROOT, explain, run_tool, runner_logs
 
 TOOLS = osp.join(ROOT, 'tools')
@@ -137,6 +139,25 @@ def test_train_resume_test(tiny_setup):
                     osp.join(work_dir, 'test'))
     assert proc.returncode == 0, explain(proc)
     assert re.search(r'accuracy/top1: [\d.]+', proc.stdout), explain(proc)
+
+    # a checkpoint of a deeper model (one encoder more) is refused, not
+    # tested on the encoders that fit (it reported a top-1)
+    state = torch.load(osp.join(work_dir, 'epoch_3.pth'), map_location='cpu',
+                       weights_only=True)['state_dict']
+    state.update({k.replace('layers.4.', 'layers.5.'): v
+                  for k, v in state.items() if '.layers.4.' in k})
+    deeper = osp.join(work_dir, 'deeper.pth')
+    torch.save({'state_dict': state}, deeper)
+    proc = run_tool('tools/test.py', config, deeper, '--work-dir',
+                    osp.join(work_dir, 'test'))
+    assert proc.returncode == 1, explain(proc)
+    assert (f'test.py: error: {deeper} does not fit the model of {config}: '
+            'the checkpoint is not one of the CPVT backbone (keys '
+            'backbone.*): it has 12 tensors that the CPVT backbone lacks'
+            ) in proc.stderr, explain(proc)
+    assert 'a checkpoint of another depth: the checkpoint has layers.5 ' \
+        'that the model lacks' in proc.stderr
+    assert 'accuracy' not in proc.stdout
 
 
 @pytest.mark.parametrize('tool', ['train.py', 'test.py'])

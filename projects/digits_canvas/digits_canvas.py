@@ -177,7 +177,7 @@ def train_and_test(name: str, seed: int, settings: Settings,
     torch.manual_seed(seed)
     cfg = model_config(VARIANTS[VARIANT_NAMES.index(name)], settings)
     model = build_model(cfg)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     x_val, y_val = data['val']  # at 1x, other places than the test sets'
     val = place(upscale(x_val, settings.digit), settings.canvas,
                 torch.Generator().manual_seed(settings.test_seed + 1))[0]
@@ -198,6 +198,8 @@ def train_and_test(name: str, seed: int, settings: Settings,
     return dict(variant=name, seed=seed, accuracy=acc, correct=right,
                 params=sum(p.numel() for p in model.parameters()),
                 work_dir=work_dir, run_time_s=time.perf_counter() - t0,
+                # this process's CPU: the wall time on an idle core
+                cpu_time_s=time.process_time() - cpu0,
                 **stats)
 
 
@@ -259,8 +261,8 @@ def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
         for record in (pool.imap_unordered if pool else map)(
                 train_job, [(v, s, settings, out_dir) for v, s in to_train]):
             done[record['variant'], record['seed']] = record
-            trained.append(record['run_time_s'])
-            eta = np.mean(trained) * math.ceil(
+            trained.append(record)
+            eta = np.mean([r['run_time_s'] for r in trained]) * math.ceil(
                 (len(to_train) - len(trained)) / jobs)
             print(f'[reproduce] {len(trained)}/{len(to_train)} '
                   f'{record["variant"]} seed {record["seed"]}: ' + ', '.join(
@@ -268,7 +270,8 @@ def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
                   + f' % | val {record["val_accuracy"][-1]:.1f} (best '
                   f'{max(record["val_accuracy"]):.1f}), loss '
                   f'{record["train_loss"][-1]:.3f}, '
-                  f'{record["run_time_s"]:.0f} s | elapsed '
+                  f'{record["run_time_s"]:.0f} s ({record["cpu_time_s"]:.0f} s'
+                  ' CPU) | elapsed '
                   f'{fmt_time(time.perf_counter() - start)}, '
                   f'ETA {fmt_time(eta)}')
     runs = [done[key] for key in todo]  # in table order
@@ -298,7 +301,8 @@ def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
     print('\n' + table)
     print(f'[reproduce] wrote {out_dir}/results.json, correct.npz, '
           f'results.md, {", ".join(figures)}; wall time '
-          f'{fmt_time(results["wall_time_s"])}')
+          f'{fmt_time(results["wall_time_s"])}; CPU time of the models '
+          f'trained {fmt_time(sum(r["cpu_time_s"] for r in trained))}')
     return results
 
 

@@ -291,42 +291,22 @@ def report(task: Task, stats: dict, sizes: dict, pair: tuple) -> tuple:
     return rows, figures
 
 
-def run(task_name: str, quick: bool, data_root: Optional[str],
-        work_dir: str, seeds: int) -> int:
-    """Data, training, tests and report. Returns the exit status."""
-    task, t0, py = TASKS[task_name], time.time(), sys.executable
-    cfg = load_config(task.models[0][1])
-    size = task.train_size(cfg)
-    spec = dict(task.data, num_classes=task.num_classes(cfg), size=size,
-                **(task.quick_data if quick else {}))
-    data_root = data_root or cfg.data_root.rstrip('/') + '_quick' * quick
-    roots = {s.canvas: data_root if s.canvas == 1 else
-             f'{data_root}_canvas{s.canvas:g}x' for s in task.test_sets}
-    infos = {c: ensure_data(task, root, spec if c == 1 else
-                            task.canvas_data(spec, c))
-             for c, root in roots.items()}
-    if glob.glob(osp.join(work_dir, '**', '*.train.log'), recursive=True):
-        shutil.rmtree(work_dir)  # an earlier demo's: its results would mix
-    os.makedirs(work_dir, exist_ok=True)
+def train(task: Task, runs: dict, data_root: str, epochs: int, iters: int,
+          cores: int) -> int:
+    """Train the runs ``{(model index, seed): work dir}``, as many at once
+    as there are cores (both models of a seed together), with a checkpoint
+    every ``task.checkpoint_every`` iterations and at the end; about ten
+    progress lines per run. Returns the exit status."""
     names = [n for n, _ in task.models]
-    # the runs, both models of a seed next to each other
-    runs = {(i, s): osp.join(work_dir, names[i].replace(' ', '_').lower(),
-                             f'seed{s}')
-            for s in range(seeds) for i in range(len(names))}
-    for d in runs.values():
-        os.makedirs(osp.dirname(d), exist_ok=True)
-    cores = len(os.sched_getaffinity(0))
     jobs = min(cores, len(runs))
     threads = max(1, cores // jobs)
-    epochs, every = cfg.train_cfg.max_epochs, task.checkpoint_every
-    iters = epochs * -(-infos[1]['num_train'] // cfg.train_dataloader
-                       .batch_size)
-    print(f'[demo] {task.title}: train {seeds} run(s) of each, {jobs} at '
-          f'once, {threads} thread(s) each, {iters} iterations, a checkpoint '
-          f'every {every} (logs: {work_dir}/)', flush=True)
+    print(f'[demo] {task.title}: train {len(runs) // len(names)} run(s) of '
+          f'each, {jobs} at once, {threads} thread(s) each, {iters} '
+          f'iterations, a checkpoint every {task.checkpoint_every}',
+          flush=True)
     shown = dict.fromkeys(runs, 0)
 
-    def progress():  # about ten lines per run, from the scalar logs
+    def progress():  # from the scalar logs
         for (i, s), d in runs.items():
             log = glob.glob(osp.join(d, '*', 'vis_data', 'scalars.json'))
             last = ([json.loads(r) for r in (open(log[0]) if log else ())
@@ -337,19 +317,28 @@ def run(task_name: str, quick: bool, data_root: Optional[str],
                 print(f'[demo] train {names[i]}, seed {s}: iter '
                       f'{last["step"]}/{iters}, loss {last["loss"]:.3f}, '
                       f'~{left:.1f} min left', flush=True)
-    if run_all([([py, 'tools/train.py', task.models[i][1], '--work-dir', d,
-                  '--cfg-options', *task.options(data_root),
-                  f'train_cfg.val_begin={epochs + 1}',  # the demo tests
-                  f'randomness.seed={s}',
-                  'default_hooks.checkpoint.by_epoch=False',
-                  f'default_hooks.checkpoint.interval={every}'],
-                 f'{d}.train.log', threads)
-                for (i, s), d in runs.items()], progress, jobs):
-        return 1
-    t_train = time.time()
-    tests = (UNTRAINED, ) + task.test_sets
-    sizes = {t.label: round(size * t.scale) for t in tests}
-    images = {t.label: roots[t.canvas] for t in tests}
+    return run_all([([
+        sys.executable, 'tools/train.py', task.models[i][1], '--work-dir', d,
+        '--cfg-options', *task.options(data_root),
+        f'train_cfg.val_begin={epochs + 1}',  # the demo tests
+        f'randomness.seed={s}', 'default_hooks.checkpoint.by_epoch=False',
+        f'default_hooks.checkpoint.interval={task.checkpoint_every}'],
+        f'{d}.train.log', threads) for (i, s), d in runs.items()],
+        progress, jobs)
+
+
+def test_runs(task_name: str, runs: dict, iters: int, sizes: dict,
+              images: dict, cores: int) -> Optional[tuple]:
+    """Test the runs ``{(model index, seed): work dir}``: the final
+    checkpoints (and the untrained models) on every test set; then, of the
+    model ahead at the training size, the earlier checkpoints there; then
+    the one whose score (mean over the runs) is nearest the other model's
+    final one, if within ``task.comparable``, on the other test sets.
+    Returns ``({model: {test: [score per run]}}, {what the search
+    found})``, or None if a step failed."""
+    task = TASKS[task_name]
+    names = [n for n, _ in task.models]
+    seeds = range(len(runs) // len(names))
 
     def test(i, s, t, it):  # model i's run s on test set t, at iteration it
         d = runs[i, s]
@@ -365,91 +354,134 @@ def run(task_name: str, quick: bool, data_root: Optional[str],
     score = functools.lru_cache(None)(lambda t: task.score(t.out, t.root))
 
     def scores(i, t, it):  # one per run
-        return [score(test(i, s, t, it)) for s in range(seeds)]
+        return [score(test(i, s, t, it)) for s in seeds]
 
     def mean(i, t, it):  # over the runs, every image once
         return float(np.mean([x(np.ones(x.num_images))
                               for x in scores(i, t, it)]))
-    # the final checkpoints on every test set; then, from the model ahead at
-    # the training size, its earlier checkpoints there; the one nearest the
-    # other model's final score on the other test sets
+    tests = (UNTRAINED, ) + task.test_sets
     if evaluate(task_name, [test(i, s, t, iters) for i, s in runs
                             for t in tests], cores):
-        return 1
+        return None
     final = [mean(i, TRAIN_SIZE, iters) for i in range(len(names))]
     lead = int(final[1] > final[0])
-    other = 1 - lead
-    earlier = list(range(every, iters, every))
-    if evaluate(task_name, [test(lead, s, TRAIN_SIZE, it) for s in
-                            range(seeds) for it in earlier], cores):
-        return 1
+    earlier = list(range(task.checkpoint_every, iters, task.checkpoint_every))
+    if evaluate(task_name, [test(lead, s, TRAIN_SIZE, it) for s in seeds
+                            for it in earlier], cores):
+        return None
     curve = {it: mean(lead, TRAIN_SIZE, it) for it in earlier + [iters]}
-    at = nearest(curve, final[other])
-    gap = curve[at] - final[other]
-    matched = at != iters and abs(gap) <= task.comparable
-    if matched and evaluate(task_name, [
-            test(lead, s, t, at) for s in range(seeds)
-            for t in task.test_sets[1:]], cores):
+    at = nearest(curve, final[1 - lead])
+    found = dict(model=names[lead], other=names[1 - lead], curve=curve,
+                 target=final[1 - lead], iteration=at,
+                 difference=curve[at] - final[1 - lead],
+                 within=task.comparable, name=None, figures=None)
+    if at != iters and abs(found['difference']) <= task.comparable:
+        if evaluate(task_name, [test(lead, s, t, at) for s in seeds
+                                for t in task.test_sets[1:]], cores):
+            return None
+        found['name'] = f'{names[lead]} at iter {at}'
+    all_scores = {names[i]: {t.label: scores(i, t, iters) for t in tests}
+                  for i in range(len(names))}
+    if found['name']:
+        all_scores[found['name']] = {t.label: scores(lead, t, at)
+                                     for t in task.test_sets}
+    return all_scores, found
+
+
+def matched_text(task: Task, found: dict, iters: int, seeds: int) -> str:
+    """What the search for matched skill found, in a sentence or three."""
+    signed = task.fmt.replace('{:', '{:+').format(found['difference'])
+    lead, at = found['model'], found['iteration']
+    text = (f'{lead}\'s checkpoints at the training size ({task.metric}'
+            f'{f", mean of {seeds} runs" * (seeds > 1)}): ' + ', '.join(
+                f'iter {k} {task.fmt.format(v)}'
+                for k, v in found['curve'].items())
+            + f'; {found["other"]}\'s final: '
+            f'{task.fmt.format(found["target"])}. ')
+    if found['name']:
+        return text + (f'Matched skill: {lead} at iteration {at} of {iters} '
+                       f'({signed} from it).')
+    if at == iters:
+        return text + (f'No earlier checkpoint of {lead} is nearer: the '
+                       'final pair is the comparison at matched skill.')
+    return text + (f'No checkpoint of {lead} is within {task.comparable:g} '
+                   f'(the nearest, iteration {at}, is {signed} away): no '
+                   'comparison at matched skill.')
+
+
+def run(task_name: str, quick: bool, data_root: Optional[str],
+        work_dir: str, seeds: int) -> int:
+    """Data, training, tests and report. Returns the exit status."""
+    task, t0 = TASKS[task_name], time.time()
+    cfg = load_config(task.models[0][1])
+    size = task.train_size(cfg)
+    spec = dict(task.data, num_classes=task.num_classes(cfg), size=size,
+                **(task.quick_data if quick else {}))
+    data_root = data_root or cfg.data_root.rstrip('/') + '_quick' * quick
+    roots = {s.canvas: data_root if s.canvas == 1 else
+             f'{data_root}_canvas{s.canvas:g}x' for s in task.test_sets}
+    infos = {c: ensure_data(task, root, spec if c == 1 else
+                            task.canvas_data(spec, c))
+             for c, root in roots.items()}
+    if glob.glob(osp.join(work_dir, '**', '*.train.log'), recursive=True):
+        shutil.rmtree(work_dir)  # an earlier demo's: its results would mix
+    names = [n for n, _ in task.models]
+    runs = {(i, s): osp.join(work_dir, names[i].replace(' ', '_').lower(),
+                             f'seed{s}')
+            for s in range(seeds) for i in range(len(names))}
+    for d in runs.values():
+        os.makedirs(osp.dirname(d), exist_ok=True)
+    cores = len(os.sched_getaffinity(0))
+    epochs = cfg.train_cfg.max_epochs
+    iters = epochs * -(-infos[1]['num_train'] // cfg.train_dataloader
+                       .batch_size)
+    print(f'[demo] logs: {work_dir}/', flush=True)
+    if train(task, runs, data_root, epochs, iters, cores):
+        return 1
+    t_train = time.time()
+    tests = (UNTRAINED, ) + task.test_sets
+    sizes = {t.label: round(size * t.scale) for t in tests}
+    images = {t.label: roots[t.canvas] for t in tests}
+    tested = test_runs(task_name, runs, iters, sizes, images, cores)
+    if tested is None:
         return 1
     t_test = time.time()
-    lead_at = f'{names[lead]} at iter {at}'
-    runs_scores = {names[i]: {t.label: scores(i, t, iters) for t in tests}
-                   for i in range(len(names))}
-    if matched:
-        runs_scores[lead_at] = {t.label: scores(lead, t, at)
-                                for t in task.test_sets}
-    stats = bootstrap(runs_scores, images, RESAMPLES, SEED)
+    stats = bootstrap(tested[0], images, RESAMPLES, SEED)
+    found = tested[1]
     rows, figures = report(task, stats, sizes, tuple(names))
-    signed = task.fmt.replace('{:', '{:+')
-    found = (f'{names[lead]}\'s checkpoints at the training size '
-             f'({task.metric}{f", mean of {seeds} runs" * (seeds > 1)}): '
-             + ', '.join(f'iter {k} {task.fmt.format(v)}'
-                         for k, v in curve.items())
-             + f'; {names[other]}\'s final: '
-             f'{task.fmt.format(final[other])}. ')
-    if matched:
-        pair = list(names)
-        pair[lead] = lead_at
-        matched_rows, matched_figures = report(task, stats, sizes,
-                                               tuple(pair))
-        rows += [[f'**at matched skill: {lead_at} of {iters} against '
-                  f'{names[other]}**'] + [''] * 7] + matched_rows
-        found += (f'Matched skill: {names[lead]} at iteration {at} of '
-                  f'{iters} ({signed.format(gap)} from it).')
-    elif at == iters:
-        found += (f'No earlier checkpoint of {names[lead]} is nearer: the '
-                  'final pair is the comparison at matched skill.')
-    else:
-        found += (f'No checkpoint of {names[lead]} is within '
-                  f'{task.comparable:g} (the nearest, iteration {at}, is '
-                  f'{signed.format(gap)} away): no comparison at matched '
-                  'skill.')
+    series = [(n, figures) for n in names]
+    if found['name']:
+        pair = [found['name'] if n == found['model'] else n for n in names]
+        matched_rows, found['figures'] = report(task, stats, sizes,
+                                                tuple(pair))
+        rows += [[f'**at matched skill: {found["name"]} of {iters} against '
+                  f'{found["other"]}**'] + [''] * 7] + matched_rows
+        series.append((found['name'], found['figures']))
     minutes = [(t - t0) / 60 for t in (t_train, t_test, time.time())]
     title = (f'{task.title}: {task.metric}, no fine-tuning, on '
              f'{" / ".join(str(i["num_val"]) for i in infos.values())} images'
              f' ({", ".join(roots.values())}); training runs of each '
              f'model: {seeds} (seed {"0" if seeds == 1 else f"0-{seeds - 1}"}'
              f'); 95 % intervals of {RESAMPLES} bootstrap resamples of the '
-             'runs of each model, '
-             'then of the images, paired between the models (*: excludes 0)'
-             + ('; one run: the intervals cover the test images only'
-                if seeds == 1 else ''))
+             'runs of each model, then of the images, paired between the '
+             'models (*: excludes 0)' + (
+                 '; one run: the intervals cover the test images only'
+                 if seeds == 1 else ''))
     table = '\n'.join('| ' + ' | '.join(r) + ' |' for r in [
         header(task), ['---'] * 8] + rows)
+    text = matched_text(task, found, iters, seeds)
     print(f'\n[demo] done in {minutes[2]:.1f} min (training {minutes[0]:.1f}'
           f', tests {minutes[1] - minutes[0]:.1f}, bootstrap '
           f'{minutes[2] - minutes[1]:.1f}): {work_dir}/comparison.md, .png, '
-          f'results.json\n{title}\n{table}\n{found}')
+          f'results.json\n{title}\n{table}\n{text}')
     difference = figures[TRAIN_SIZE.label]['difference'][task.metric][0]
     if abs(difference) > task.comparable:
-        print(f'[demo] note: the models differ by {signed.format(difference)}'
-              f' at the training size (more than {task.comparable:g}): '
-              '"kept" of the final pair compares a better-trained model with '
-              'a less-trained one')
+        print(f'[demo] note: the models differ by {difference:+.3g} at the '
+              f'training size (more than {task.comparable:g}): "kept" of the '
+              'final pair compares a better-trained model with a '
+              'less-trained one')
     with open(osp.join(work_dir, 'comparison.md'), 'w') as f:
-        f.write(f'{title}\n\n{table}\n\n{found}\n')
-    series = [(n, figures) for n in names] + (
-        [(lead_at, matched_figures)] if matched else [])
+        f.write(f'{title}\n\n{table}\n\n{text}\n')
     panels = []
     for key in (task.metric, 'kept %'):  # no "kept" at the training size
         labels = [t.label for t in task.test_sets
@@ -459,13 +491,10 @@ def run(task_name: str, quick: bool, data_root: Optional[str],
             for c, (m, f) in enumerate(series)}))
     plot(panels, [osp.join(work_dir, 'comparison.png')], title)
     with open(osp.join(work_dir, 'results.json'), 'w') as f:
-        json.dump(dict(
-            task=task_name, models=dict(task.models), seeds=seeds,
-            iterations=iters, sizes=sizes, images=images,
-            resamples=RESAMPLES, seed=SEED, figures=figures, matched=dict(
-                model=names[lead], curve=curve, target=final[other],
-                iteration=at, difference=gap, within=task.comparable,
-                figures=matched_figures if matched else None)), f, indent=1)
+        json.dump(dict(task=task_name, models=dict(task.models), seeds=seeds,
+                       iterations=iters, sizes=sizes, images=images,
+                       resamples=RESAMPLES, seed=SEED, figures=figures,
+                       matched=found), f, indent=1)
     worse = [n for n in names if stats[n][TRAIN_SIZE.label][0] <=
              stats[n][UNTRAINED.label][0]]
     if worse:

@@ -330,10 +330,11 @@ def train(task: Task, runs: dict, data_root: str, epochs: int, iters: int,
 def test_runs(task_name: str, runs: dict, iters: int, sizes: dict,
               images: dict, cores: int) -> Optional[tuple]:
     """Test the runs ``{(model index, seed): work dir}``: the final
-    checkpoints (and the untrained models) on every test set; then, of the
-    model ahead at the training size, the earlier checkpoints there; then
-    the one whose score (mean over the runs) is nearest the other model's
-    final one, if within ``task.comparable``, on the other test sets.
+    checkpoints (and the untrained models) on every test set and, of the
+    model ahead at the training size, the earlier checkpoints there (the
+    first model's with the final tests: it is expected ahead); then the
+    one whose score (mean over the runs) is nearest the other model's final
+    one, if within ``task.comparable``, on the other test sets.
     Returns ``({model: {test: [score per run]}}, {what the search
     found})``, or None if a step failed."""
     task = TASKS[task_name]
@@ -360,14 +361,16 @@ def test_runs(task_name: str, runs: dict, iters: int, sizes: dict,
         return float(np.mean([x(np.ones(x.num_images))
                               for x in scores(i, t, it)]))
     tests = (UNTRAINED, ) + task.test_sets
+    earlier = list(range(task.checkpoint_every, iters, task.checkpoint_every))
+
+    def search(i):  # model i's earlier checkpoints at the training size
+        return [test(i, s, TRAIN_SIZE, it) for s in seeds for it in earlier]
     if evaluate(task_name, [test(i, s, t, iters) for i, s in runs
-                            for t in tests], cores):
+                            for t in tests] + search(0), cores):
         return None
     final = [mean(i, TRAIN_SIZE, iters) for i in range(len(names))]
     lead = int(final[1] > final[0])
-    earlier = list(range(task.checkpoint_every, iters, task.checkpoint_every))
-    if evaluate(task_name, [test(lead, s, TRAIN_SIZE, it) for s in seeds
-                            for it in earlier], cores):
+    if lead and evaluate(task_name, search(lead), cores):
         return None
     curve = {it: mean(lead, TRAIN_SIZE, it) for it in earlier + [iters]}
     at = nearest(curve, final[1 - lead])

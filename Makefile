@@ -1,7 +1,7 @@
 # mmcpvt: `make demo` runs the main job on built-in data, `make test` the tests,
 # `make reproduce` the digit-canvas reproduction (docs/reproduction.md),
-# `make reproduce-controls` its controls of the PEG (after `make reproduce`,
-# whose runs it takes back).
+# `make reproduce-controls` its controls of the PEG (taking back the runs of
+# `make reproduce` where they exist).
 # Every target does its own set-up and is idempotent.
 PYTHON ?= python3
 VENV := .venv

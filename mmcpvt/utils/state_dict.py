@@ -208,25 +208,28 @@ def check_state_dict_fits(expected: Mapping, offered: Mapping,
                                    or match.missing_blocks)):
         return match
     where = f' (keys {prefix}*)' if prefix else ''
-    if enough:
+    if enough:  # but not of this architecture
+        unfit = [text for keys, text in (
+            (match.unexpected, f'it has {len(match.unexpected)} tensors that '
+             f'{owner} lacks'),
+            (match.wrong_shape, f'{len(match.wrong_shape)} of another shape'),
+            (match.missing_blocks, f'it lacks {len(match.missing_blocks)} of '
+             f'its blocks')) if keys]
         head = f'the checkpoint is not one of {owner}{where}: ' + ', '.join(
-            text for n, text in (
-                (len(match.unexpected), f'it has {len(match.unexpected)} '
-                 f'tensors that {owner} lacks'),
-                (len(match.wrong_shape), f'{len(match.wrong_shape)} of '
-                 'another shape'),
-                (len(match.missing_blocks), f'it lacks '
-                 f'{len(match.missing_blocks)} of its blocks')) if n) + '; '
+            unfit)
     else:
-        head = (f'none of the {match.total} tensors of {owner}' if not
-                match.matched else f'only {len(match.matched)} of the '
-                f'{match.total} tensors of {owner}') + (
-                    f'{where} are in the checkpoint with their shapes (')
-        head += (f'the checkpoint has no tensor under {prefix!r}' if
-                 prefix and not match.offered else
-                 'the checkpoint has no tensors' if not match.offered else
-                 f'the checkpoint offers {len(match.offered)}') + '); '
+        if not match.matched:
+            head = f'none of the {match.total} tensors of {owner}'
+        else:
+            head = f'only {len(match.matched)} of the {match.total} ' \
+                   f'tensors of {owner}'
+        if not match.offered:
+            got = (f'the checkpoint has no tensor under {prefix!r}' if prefix
+                   else 'the checkpoint has no tensors')
+        else:
+            got = f'the checkpoint offers {len(match.offered)}'
+        head += f'{where} are in the checkpoint with their shapes ({got})'
     found = match.likely_causes()
     likely = 'Likely: ' + '; or '.join(found) + '.\n' if found else ''
     raise CheckpointMismatchError(
-        f'{head}{why}\n{match.details(prefix)}\n{likely}{USUAL_CAUSES}')
+        f'{head}; {why}\n{match.details(prefix)}\n{likely}{USUAL_CAUSES}')

@@ -119,7 +119,9 @@ class SeedHook(Hook):
     then draw another: configure one).
     """
 
-    priority = 'VERY_HIGH'  # seeds before, restores after, other hooks
+    # first: seeded before any hook draws (none of mmengine's, mmpretrain's,
+    # mmdet's or mmseg's draws after a step, where the stream is put back)
+    priority = 'VERY_HIGH'
 
     EPOCH, STEP = 0, 1
 

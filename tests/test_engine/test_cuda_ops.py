@@ -6,8 +6,12 @@ runner refuses before the first iteration.
   refused with the op and the module that calls it; a classifier is not;
   an mmcv built with CUDA ops passes.
 - ``tools/install/build_mmcv.sh --plan PY`` decides the build (cpu or
-  cu<version>) from a stand-in Python that reports torch's CUDA and GPU and
-  a stand-in ``nvcc``.
+  cu<version>), its CUDA architectures, the CPATH additions and the cache
+  key from a stand-in Python that reports torch's CUDA, GPU and wheel
+  include folders and a stand-in ``nvcc``.
+
+Every test fakes its condition (no GPU here; the installed mmcv may be built
+with or without CUDA ops).
 """
 import os
 import os.path as osp
@@ -48,8 +52,9 @@ def on_cuda(monkeypatch):
     monkeypatch.setattr(hooks, '_on_cuda', lambda model: True)
 
 
-def test_retinanet_refused_without_cuda_ops(detector, on_cuda):
-    assert mmcv.ops.get_compiling_cuda_version() == 'not available'
+def test_retinanet_refused_without_cuda_ops(detector, on_cuda, monkeypatch):
+    monkeypatch.setattr(mmcv.ops, 'get_compiling_cuda_version',
+                        lambda: 'not available')  # an mmcv of CPU ops
     with pytest.raises(RuntimeError) as e:
         CudaOpsHook().before_run(detector)
     msg = str(e.value)
@@ -86,13 +91,15 @@ def test_configs_and_train_py_name_the_hook():
         assert cfg.default_hooks.cuda_ops.type == 'mmcpvt.CudaOpsHook', path
 
 
-def fake_python(tmp_path, torch_cuda, gpu, installed='-'):
+def fake_python(tmp_path, torch_cuda, gpu, installed='-', arch='-',
+                include='-'):
     """A stand-in for the venv's Python: it answers build_mmcv.sh's one
-    question (torch version, Python tag, torch's CUDA, a GPU seen, the
-    installed mmcv build)."""
+    question (torch version, Python tag, torch's CUDA, a GPU seen, its
+    architecture, the installed mmcv build, torch's nvidia include
+    folders)."""
     py = tmp_path / 'python'
-    py.write_text(f'#!/bin/sh\necho 2.14.1 cp311 {torch_cuda} {gpu} '
-                  f'{installed}\n')
+    py.write_text(f'#!/bin/sh\necho 2.14.1 cp311 {torch_cuda} {gpu} {arch} '
+                  f'{installed} {include}\n')
     py.chmod(py.stat().st_mode | stat.S_IEXEC)
     return str(py)
 
@@ -107,31 +114,33 @@ def fake_nvcc(tmp_path, release):
     return str(tmp_path / 'cuda')
 
 
-def plan(tmp_path, py, cuda_home=None, **extra):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ('CUDA_HOME', 'FORCE_CUDA')}
+def plan(tmp_path, py, cuda_home=None, rc=0, **extra):
+    env = {k: v for k, v in os.environ.items() if k not in (
+        'CUDA_HOME', 'FORCE_CUDA', 'TORCH_CUDA_ARCH_LIST')}
     env.update(MMCPVT_CACHE=str(tmp_path / 'cache'), PATH='/usr/bin:/bin',
                **extra)
     if cuda_home:
         env['CUDA_HOME'] = cuda_home
     proc = subprocess.run(['bash', BUILD, '--plan', py], env=env,
                           capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == rc, proc.stdout + proc.stderr
     return proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize('torch_cuda,gpu,nvcc,build,warns', [
     ('13.0', 0, '13.0', 'cpu', False),  # no GPU seen: CPU ops
     ('none', 0, None, 'cpu', False),  # a CPU-only torch
-    ('13.0', 1, '13.0', 'cu130', False),
-    ('12.1', 1, '12.4', 'cu124', False),  # same major: compatible
+    ('13.0', 1, '13.0', 'cu130_sm90', False),  # the GPU's architecture
+    ('12.1', 1, '12.4', 'cu124_sm90', False),  # same major: compatible
     ('13.0', 1, None, 'cpu', True),  # a GPU, no nvcc
     ('13.0', 1, '12.8', 'cpu', True),  # nvcc of another major
 ])
 def test_build_plan(tmp_path, torch_cuda, gpu, nvcc, build, warns):
     home = fake_nvcc(tmp_path, nvcc) if nvcc else None
-    out = plan(tmp_path, fake_python(tmp_path, torch_cuda, gpu), home)
-    assert f'build: {build}\n' in out, out
+    arch = '9.0' if gpu else '-'
+    out = plan(tmp_path, fake_python(tmp_path, torch_cuda, gpu, arch=arch),
+               home, TORCH_CUDA_ARCH_LIST='8.0')  # the GPU's own wins
+    assert f'build: {build.split("_")[0]}\n' in out, out
     key = f'mmcv-2.1.0_torch-2.14.1_cp311_{build}'
     assert f'cache: {tmp_path}/cache/{key}\n' in out, out
     assert ('warning' in out) == warns, out
@@ -139,6 +148,63 @@ def test_build_plan(tmp_path, torch_cuda, gpu, nvcc, build, warns):
         assert f'nvcc of CUDA {torch_cuda}' in out
         assert 'mim install mmcv==2.1.0' in out
         assert 'sigmoid_focal_loss' in out
+
+
+@pytest.mark.parametrize('arch_list,archs,key', [
+    (None, "8.0;8.6;8.9;9.0;10.0;12.0+PTX (the default)",
+     'sm80-86-89-90-100-120+PTX'),
+    ('9.0', '9.0 (TORCH_CUDA_ARCH_LIST)', 'sm90'),
+    ('8.0 9.0', '8.0 9.0 (TORCH_CUDA_ARCH_LIST)', 'sm80-90'),
+])
+def test_force_cuda_1_without_gpu(tmp_path, arch_list, archs, key):
+    """A login node (nvcc, no GPU): FORCE_CUDA=1 builds the CUDA ops for
+    TORCH_CUDA_ARCH_LIST, else the default architectures, with torch's
+    nvidia include folders on CPATH; the cache key names both."""
+    home = fake_nvcc(tmp_path, '13.0')
+    include = '/site/nvidia/cu13/include:/site/nvidia/cudnn/include'
+    extra = dict(FORCE_CUDA='1')
+    if arch_list:
+        extra['TORCH_CUDA_ARCH_LIST'] = arch_list
+    out = plan(tmp_path, fake_python(tmp_path, '13.0', 0, include=include),
+               home, **extra)
+    assert 'build: cu130\n' in out, out
+    assert f'architectures: {archs}\n' in out, out
+    assert f'CPATH added: {include}\n' in out, out
+    assert f'cache: {tmp_path}/cache/mmcv-2.1.0_torch-2.14.1_cp311_cu130_' \
+        f'{key}\n' in out, out
+
+
+def test_pip_nvcc_beside_torchs_nvidia_wheels(tmp_path):
+    """No CUDA_HOME and no nvcc on the PATH: pip's nvcc (nvidia-cuda-nvcc)
+    in the folder of torch's nvidia wheels is used."""
+    home = fake_nvcc(tmp_path, '13.0')  # <tmp>/cuda/bin/nvcc
+    (tmp_path / 'cuda' / 'include').mkdir()
+    include = f'{tmp_path}/nvidia/cudnn/include:{home}/include'
+    out = plan(tmp_path, fake_python(tmp_path, '13.0', 0, include=include),
+               FORCE_CUDA='1', TORCH_CUDA_ARCH_LIST='9.0')
+    assert f'nvcc: {home}/bin/nvcc (CUDA 13.0)\n' in out, out
+    assert 'build: cu130\n' in out, out
+
+
+@pytest.mark.parametrize('torch_cuda,nvcc,message', [
+    ('13.0', None, 'no nvcc of CUDA 13.0'),
+    ('13.0', '12.8', 'CUDA 12.8, another major version'),
+    ('none', None, 'this torch is a CPU build'),
+])
+def test_force_cuda_1_refused_without_means(tmp_path, torch_cuda, nvcc,
+                                            message):
+    home = fake_nvcc(tmp_path, nvcc) if nvcc else None
+    out = plan(tmp_path, fake_python(tmp_path, torch_cuda, 0), home, rc=2,
+               FORCE_CUDA='1')
+    assert message in out and 'FORCE_CUDA=1' in out, out
+
+
+def test_help_prints_the_usage():
+    proc = subprocess.run(['bash', BUILD, '--help'], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stderr == '', proc.stderr
+    assert 'usage: tools/install/build_mmcv.sh [--plan] PYTHON' in proc.stdout
+    assert 'FORCE_CUDA=1' in proc.stdout
 
 
 def test_force_cuda_0_builds_cpu_ops(tmp_path):

@@ -2,31 +2,52 @@
 # Build (once per machine) and install mmcv 2.1.0 with its compiled ops.
 #
 # mmcv 2.1.0 has no wheel for torch 2.14 on the registry, so it is compiled from
-# the sdist: with its CUDA ops when torch sees a GPU and an nvcc of torch's
-# CUDA major version is found ($CUDA_HOME/bin/nvcc, else nvcc on the PATH),
-# with CPU ops only otherwise -- and then, on a GPU machine, with a warning
-# saying what to do (mmdet's FocalLoss calls mmcv's compiled
-# sigmoid_focal_loss for CUDA tensors). The wheel is cached outside the clone,
-# keyed by mmcv, torch and Python versions and the build (cpu or cu<version>),
-# so a fresh clone (CI) reuses it instead of compiling again; a CPU wheel
-# cached under the older key without the build is still used.
+# the sdist. The build is cu<nvcc's version> (CUDA ops, which include the CPU
+# ops) when an nvcc of torch's CUDA major is found ($CUDA_HOME/bin/nvcc, else
+# nvcc on the PATH, else pip's beside torch's nvidia wheels) and either torch
+# sees a GPU or FORCE_CUDA=1 is set (a login node with nvcc and no GPU);
+# otherwise cpu (CPU ops only). FORCE_CUDA=0
+# (mmcv's own variable) builds the CPU ops whatever is found. On a GPU machine
+# that gets CPU ops, a warning says what to do (mmdet's FocalLoss calls mmcv's
+# compiled sigmoid_focal_loss for CUDA tensors).
+#
+# CUDA architectures: the GPU's own (torch's device capability) when torch sees
+# one, else TORCH_CUDA_ARCH_LIST as given, else DEFAULT_ARCHS below (current
+# data-centre and desktop GPUs: A100, RTX 30, RTX 40/L4/L40, H100/H200, B200,
+# RTX 50; CUDA 13 compiles nothing older than 7.5). A CUDA build needs the
+# headers of the CUDA libraries (cusparse.h, cublas_v2.h, cusolverDn.h): a
+# toolkit that is nvcc alone lacks them, and torch's wheel dependencies
+# (site-packages/nvidia/*/include) carry them, so those folders go on CPATH,
+# after the toolkit's own include folder (torch passes that one with -I).
+#
+# The wheel is cached outside the clone, keyed by mmcv, torch and Python
+# versions and the build (cpu, or cu<version>_sm<archs>), so a fresh clone (CI)
+# reuses it instead of compiling again; a CPU wheel cached under the older key
+# without the build is still used.
 #
 # usage: tools/install/build_mmcv.sh [--plan] PYTHON
-#   --plan: print the build it would do and its cache dir; build nothing.
-#   FORCE_CUDA=0 (mmcv's own variable) builds the CPU ops whatever is found.
+#   --plan: print the build it would do, its architectures, CPATH additions and
+#   its cache dir; build nothing.
 set -euo pipefail
 
 PLAN=0
-if [ "${1:-}" = --plan ]; then PLAN=1; shift; fi
+case "${1:-}" in
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    --plan) PLAN=1; shift ;;
+esac
 PY=${1:?usage: build_mmcv.sh [--plan] PYTHON}
 # Absolute path: the build runs from another directory.
 PY=$(command -v "$PY" || true)
 PY=$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY")
 MMCV_VERSION=2.1.0
-# torch's version, the Python tag, torch's CUDA (none), a GPU seen (1/0) and
-# the installed mmcv's build (cpu, cu<version>, or - for none or another).
+# Data-centre and desktop GPUs of today: A100, RTX 30, RTX 40/L4/L40, H100/H200,
+# B200, RTX 50 (+PTX, which newer GPUs compile at load time).
+DEFAULT_ARCHS="8.0;8.6;8.9;9.0;10.0;12.0+PTX"
+# torch's version, the Python tag, torch's CUDA (none), a GPU seen (1/0), its
+# architecture (-), the installed mmcv's build (cpu, cu<version>, or - for none
+# or another) and the include folders of torch's nvidia wheel packages (-).
 facts=$("$PY" -c "
-import sys, torch
+import glob, os, sys, torch
 try:
     import mmcv, mmcv.ops
     v = mmcv.ops.get_compiling_cuda_version()
@@ -34,22 +55,52 @@ try:
              'cpu' if v == 'not available' else 'cu' + v.replace('.', ''))
 except Exception:
     built = '-'
+gpu = torch.cuda.is_available()
+arch = '%d.%d' % torch.cuda.get_device_capability() if gpu else '-'
+site = os.path.dirname(os.path.dirname(torch.__file__))
+inc = sorted(glob.glob(os.path.join(site, 'nvidia', '*', 'include')))
 print(torch.__version__.split('+')[0], 'cp%d%d' % sys.version_info[:2],
-      torch.version.cuda or 'none', int(torch.cuda.is_available()), built)
+      torch.version.cuda or 'none', int(gpu), arch, built, ':'.join(inc) or '-')
 ")
-read -r TORCH_VERSION PY_TAG TORCH_CUDA GPU INSTALLED <<<"$facts"
+read -r TORCH_VERSION PY_TAG TORCH_CUDA GPU GPU_ARCH INSTALLED NV_INCLUDE <<<"$facts"
 
 say() { echo "[mmcv] $*"; }
 
-# The build: cu<nvcc's version> with a GPU and an nvcc of torch's CUDA major.
+# The build: cu<nvcc's version> with a GPU (or FORCE_CUDA=1) and an nvcc of
+# torch's CUDA major.
 BUILD=cpu
-if [ "$GPU" = 1 ] && [ "$TORCH_CUDA" != none ] && [ "${FORCE_CUDA:-}" != 0 ]; then
+ARCHS=
+WANT_CUDA=0
+if [ "$TORCH_CUDA" != none ] && [ "${FORCE_CUDA:-}" != 0 ] &&
+   { [ "$GPU" = 1 ] || [ "${FORCE_CUDA:-}" = 1 ]; }; then
+    WANT_CUDA=1
+fi
+if [ "${FORCE_CUDA:-}" = 1 ] && [ "$TORCH_CUDA" = none ]; then
+    say "FORCE_CUDA=1, but this torch is a CPU build: mmcv's CUDA ops need a" \
+        "CUDA torch (requirements/torch.txt); unset FORCE_CUDA or install one" >&2
+    exit 2
+fi
+if [ "$WANT_CUDA" = 1 ]; then
     NVCC=${CUDA_HOME:+$CUDA_HOME/bin/nvcc}
     [ -x "${NVCC:-}" ] || NVCC=$(command -v nvcc || true)
+    # else pip's nvcc (nvidia-cuda-nvcc, -crt and nvvm of torch's CUDA), which
+    # lands beside the headers of torch's nvidia wheels (nvidia/cu13/bin)
+    for inc in ${NV_INCLUDE//:/ }; do
+        [ -x "${NVCC:-}" ] || NVCC=$(ls "${inc%/include}/bin/nvcc" 2>/dev/null || true)
+    done
+    # The toolkit's real folder (nvcc on the PATH may be a link or a wrapper).
     NVCC_CUDA=$([ -n "$NVCC" ] && "$NVCC" --version |
         sed -n 's/.*release \([0-9][0-9.]*\),.*/\1/p' || true)
     if [ -n "$NVCC_CUDA" ] && [ "${NVCC_CUDA%%.*}" = "${TORCH_CUDA%%.*}" ]; then
         BUILD=cu${NVCC_CUDA//./}
+        if [ "$GPU" = 1 ]; then ARCHS=$GPU_ARCH
+        else ARCHS=${TORCH_CUDA_ARCH_LIST:-$DEFAULT_ARCHS}; fi
+    elif [ "${FORCE_CUDA:-}" = 1 ]; then
+        found=${NVCC_CUDA:+ ($NVCC is CUDA $NVCC_CUDA, another major version)}
+        say "FORCE_CUDA=1, but no nvcc of CUDA $TORCH_CUDA (torch's CUDA) was" \
+            "found in \$CUDA_HOME/bin or on the PATH$found: install it (the CUDA" \
+            "toolkit, or pip's nvidia-cuda-nvcc) and set CUDA_HOME to it" >&2
+        exit 2
     else
         found=${NVCC_CUDA:+ ($NVCC is CUDA $NVCC_CUDA, another major version)}
         say "warning: torch sees a GPU, but no nvcc of CUDA $TORCH_CUDA (torch's" \
@@ -67,10 +118,15 @@ if [ "$GPU" = 1 ] && [ "$TORCH_CUDA" != none ] && [ "${FORCE_CUDA:-}" != 0 ]; th
             "(https://mmcv.readthedocs.io/en/2.x/get_started/installation.html)."
     fi
 fi
+# The cache key's architectures: "8.0;9.0+PTX" -> sm80-90+PTX.
+BUILD_KEY=$BUILD
+[ -z "$ARCHS" ] || BUILD_KEY="${BUILD}_sm$(echo "$ARCHS" | tr -d '.' | tr ' ;,' '---')"
+CUDA_CPATH=
+[ "$BUILD" = cpu ] || [ "$NV_INCLUDE" = - ] || CUDA_CPATH=$NV_INCLUDE
 
 CACHE_ROOT=${MMCPVT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mmcpvt}
 KEY="mmcv-${MMCV_VERSION}_torch-${TORCH_VERSION}_${PY_TAG}"
-CACHE_DIR="$CACHE_ROOT/${KEY}_$BUILD"
+CACHE_DIR="$CACHE_ROOT/${KEY}_$BUILD_KEY"
 wheel=$(ls "$CACHE_DIR"/mmcv-*.whl 2>/dev/null | head -n 1 || true)
 if [ -z "$wheel" ] && [ "$BUILD" = cpu ]; then  # the key before it named the build
     wheel=$(ls "$CACHE_ROOT/$KEY"/mmcv-*.whl 2>/dev/null | head -n 1 || true)
@@ -78,8 +134,15 @@ if [ -z "$wheel" ] && [ "$BUILD" = cpu ]; then  # the key before it named the bu
 fi
 
 if [ "$PLAN" = 1 ]; then
-    printf 'build: %s\ncache: %s\ncached wheel: %s\ninstalled: %s\n' \
-        "$BUILD" "$CACHE_DIR" "${wheel:-none}" "$INSTALLED"
+    printf 'build: %s\n' "$BUILD"
+    if [ "$BUILD" != cpu ]; then
+        src="the GPU's own"
+        [ "$GPU" = 1 ] || src=${TORCH_CUDA_ARCH_LIST:+TORCH_CUDA_ARCH_LIST}
+        printf 'nvcc: %s (CUDA %s)\narchitectures: %s (%s)\nCPATH added: %s\n' \
+            "$NVCC" "$NVCC_CUDA" "$ARCHS" "${src:-the default}" "${CUDA_CPATH:-none}"
+    fi
+    printf 'cache: %s\ncached wheel: %s\ninstalled: %s\n' \
+        "$CACHE_DIR" "${wheel:-none}" "$INSTALLED"
     exit 0
 fi
 
@@ -94,12 +157,19 @@ if [ -z "$wheel" ]; then
     force_cuda=0
     if [ "$BUILD" != cpu ]; then
         force_cuda=1
-        export CUDA_HOME=$(dirname "$(dirname "$NVCC")")
-        say "CUDA ops for this machine's GPU: nvcc $NVCC_CUDA, CUDA_HOME=$CUDA_HOME"
+        # The toolkit's folder as nvcc itself reports it (its TOP): nvcc on the
+        # PATH may be a link or a wrapper script outside the toolkit.
+        top=$("$NVCC" --dryrun -x cu -c /dev/null -o /dev/null 2>&1 |
+            sed -n 's/^#\$ TOP=//p' | head -n 1)
+        CUDA_HOME=${CUDA_HOME:-${top:+$(cd "$top" && pwd -P)}}
+        export CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$NVCC")")}
+        export TORCH_CUDA_ARCH_LIST=$ARCHS
+        [ -z "$CUDA_CPATH" ] || export CPATH=${CPATH:+$CPATH:}$CUDA_CPATH
+        say "CUDA ops: nvcc $NVCC_CUDA, CUDA_HOME=$CUDA_HOME, architectures $ARCHS"
     fi
     say "compiling mmcv $MMCV_VERSION with $BUILD ops from source, once per" \
-        "machine: about 25 minutes on 2 cores with CPU ops, several times as" \
-        "long with CUDA ops (MAX_JOBS sets the parallel jobs)"
+        "machine: half an hour or more on 2 cores, each CUDA architecture" \
+        "adding to it (MAX_JOBS sets the parallel jobs)"
     start=$(date +%s)
     build=$(mktemp -d)
     # The build imports torch and pkg_resources (gone in setuptools 81).
@@ -112,7 +182,7 @@ if [ -z "$wheel" ]; then
     mkdir -p "$CACHE_DIR"
     ( cd "$build" && MMCV_WITH_OPS=1 FORCE_CUDA=$force_cuda \
         MAX_JOBS=${MAX_JOBS:-$(nproc)} \
-        "$PY" -m pip wheel --no-deps --no-build-isolation -w "$build/dist" "./mmcv-$MMCV_VERSION" ) \
+        "$PY" -m pip wheel -v --no-deps --no-build-isolation -w "$build/dist" "./mmcv-$MMCV_VERSION" ) \
         > "$build/build.log" 2>&1 &
     pid=$!
     while kill -0 "$pid" 2>/dev/null; do
@@ -128,9 +198,11 @@ if [ -z "$wheel" ]; then
     # Move into the cache atomically so a concurrent reader never sees half a wheel.
     built=$(ls "$build"/dist/mmcv-*.whl)
     cp "$built" "$CACHE_DIR/.tmp.whl" && mv "$CACHE_DIR/.tmp.whl" "$CACHE_DIR/$(basename "$built")"
+    cp "$build/build.log" "$CACHE_DIR/build.log"  # the compiler's output, kept
     rm -rf "$build"
     wheel=$(ls "$CACHE_DIR"/mmcv-*.whl | head -n 1)
-    say "compiled in $(( ($(date +%s) - start) / 60 )) min; cached at $wheel"
+    say "compiled in $(( ($(date +%s) - start) / 60 )) min; cached at $wheel" \
+        "(the compiler's log beside it)"
 else
     say "using cached wheel $wheel"
 fi

@@ -10,12 +10,21 @@ classes, image scale, schedule, batch size, workers, the backbone's
 pretrained checkpoint (none here) and the number of classes. Training runs as
 a subprocess and evaluates with the libraries' own metrics (pycocotools
 CocoMetric, mmseg's IoUMetric); the checkpoint is then tested at another
-scale: PEG has no position table tied to the training resolution.
+scale: PEG has no position table tied to the training resolution. The
+segmentation run (iteration-based, as every ADE20K schedule) is also killed
+between two saves and resumed: every tensor of its later checkpoints, weights
+and optimizer state, equals the uninterrupted run's.
 """
+import os
 import os.path as osp
 import re
+import subprocess
 import sys
 
+import pytest
+import torch
+
+import mmcpvt  # noqa: F401  (allow-lists mmengine's checkpoint types)
 from tests.utils import ROOT, explain, run_tool, runner_logs
 
 sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
@@ -119,8 +128,37 @@ param_scheduler = [
          by_epoch=False)
 ]
 default_hooks = dict(
-    logger=dict(interval=1), checkpoint=dict(interval=6))
+    logger=dict(interval=1), checkpoint=dict(interval=2))
 randomness = dict(seed=0)
+"""
+
+# The segmentation run to kill: SIGKILL after iteration 3, between the saves
+# of iter_2 and iter_4 (no poll of a child: the kill lands there however
+# slow the machine is).
+KILLED_CONFIG = """\
+_base_ = {config!r}
+custom_imports = dict(imports=['mmcpvt', 'kill_hook'])
+custom_hooks = [dict(type='KillHook', after_iter=3)]
+"""
+KILL_HOOK = """\
+import os
+import signal
+
+from mmengine.hooks import Hook
+from mmengine.registry import HOOKS
+
+
+@HOOKS.register_module()
+class KillHook(Hook):
+    priority = 'LOWEST'  # after the checkpoint and logger hooks
+
+    def __init__(self, after_iter):
+        self.after_iter = after_iter
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None,
+                         outputs=None):
+        if runner.iter + 1 == self.after_iter:
+            os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
@@ -163,21 +201,29 @@ def test_retinanet_pvt_tiny_peg_train_test(tmp_path):
     assert ran.test_dataloader.dataset.pipeline[1].scale == (256, 176)
 
 
-def test_semantic_fpn_pvt_tiny_peg_train_test(tmp_path):
-    out = str(tmp_path / 'ade')
-    info = make_ade20k(out, num_train=6, num_val=3, size=96, num_classes=K,
-                       seed=0)
+@pytest.fixture(scope='module')
+def seg_run(tmp_path_factory):
+    """A tiny ADE20K-layout set, a Semantic FPN config of it (SEG_CONFIG)
+    and its uninterrupted 6-iteration run: ``(tmp dir, config, work dir)``.
+    """
+    tmp = tmp_path_factory.mktemp('seg')
+    info = make_ade20k(str(tmp / 'ade'), num_train=6, num_val=3, size=96,
+                       num_classes=K, seed=0)
     from mmseg.datasets import ADE20KDataset
     classes = ADE20KDataset.METAINFO['classes'][:K]
-    config = tmp_path / 'fpn_tiny_test.py'
+    config = tmp / 'fpn_tiny_test.py'
     config.write_text(
         SEG_CONFIG.format(
             base=SEG_BASE, data_root=info['data_root'], classes=classes,
             k=K))
-    work_dir = str(tmp_path / 'work_dir')
-
+    work_dir = str(tmp / 'work_dir')
     proc = run_tool('tools/train.py', str(config), '--work-dir', work_dir)
     assert proc.returncode == 0, explain(proc)
+    return tmp, str(config), work_dir
+
+
+def test_semantic_fpn_pvt_tiny_peg_train_test(seg_run):
+    _, config, work_dir = seg_run
     ckpt = osp.join(work_dir, 'iter_6.pth')
     assert osp.isfile(ckpt)
     log = runner_logs(work_dir)
@@ -186,11 +232,69 @@ def test_semantic_fpn_pvt_tiny_peg_train_test(tmp_path):
                      r'[\d.]+', log), log[-3000:]
 
     proc = run_tool(
-        'tools/test.py', str(config), ckpt, '--work-dir',
+        'tools/test.py', config, ckpt, '--work-dir',
         osp.join(work_dir, 'test'), '--cfg-options',
         'test_dataloader.dataset.pipeline.1.scale=(320,128)')
     assert proc.returncode == 0, explain(proc)
     assert re.search(r'mIoU: [\d.]+', proc.stdout), explain(proc)
+
+
+def checkpoint_tensors(path):
+    """Every tensor of a checkpoint's weights and optimizer state, by a
+    dotted path (``optimizer.state.3.exp_avg``)."""
+    found = {}
+
+    def walk(value, where):
+        if isinstance(value, torch.Tensor):
+            found[where] = value
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f'{where}.{k}')
+        elif isinstance(value, (list, tuple)):
+            for i, v in enumerate(value):
+                walk(v, f'{where}.{i}')
+
+    checkpoint = torch.load(path, map_location='cpu', weights_only=True)
+    for key in ('state_dict', 'optimizer'):
+        walk(checkpoint[key], key)
+    return found
+
+
+def test_semantic_fpn_killed_between_saves_resumes_exactly(seg_run):
+    """Killed after iteration 3 (iter_2 saved), resumed with --resume: the
+    checkpoints of iterations 4 and 6 equal the uninterrupted run's in every
+    tensor, weights and AdamW's moments alike."""
+    tmp, config, uninterrupted = seg_run
+    (tmp / 'kill_hook.py').write_text(KILL_HOOK)
+    killed = tmp / 'fpn_tiny_killed.py'
+    killed.write_text(KILLED_CONFIG.format(config=config))
+    work_dir = str(tmp / 'killed')
+    env = dict(os.environ, OMP_NUM_THREADS='1', MKL_NUM_THREADS='1',
+               PYTHONPATH=os.pathsep.join(
+                   [str(tmp), os.environ.get('PYTHONPATH', '')]))
+    proc = subprocess.run(
+        [sys.executable, 'tools/train.py', str(killed), '--work-dir',
+         work_dir], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=300)
+    assert proc.returncode == -9, explain(proc)
+    assert sorted(p for p in os.listdir(work_dir) if p.endswith('.pth')) \
+        == ['iter_2.pth']
+
+    proc = run_tool('tools/train.py', config, '--work-dir', work_dir,
+                    '--resume')
+    assert proc.returncode == 0, explain(proc)
+    assert 'resumed epoch: 0, iter: 2' in runner_logs(work_dir)
+
+    for name in ('iter_4.pth', 'iter_6.pth'):
+        expected = checkpoint_tensors(osp.join(uninterrupted, name))
+        resumed = checkpoint_tensors(osp.join(work_dir, name))
+        assert resumed.keys() == expected.keys()
+        assert any(k.startswith('optimizer.state.') for k in expected)
+        delta = max((resumed[k].double() - expected[k].double()).abs().max()
+                    .item() for k in expected)
+        print(f'{name}: max |delta| over {len(expected)} tensors (weights '
+              f'and optimizer state): {delta}')
+        assert delta == 0, name
 
 
 def test_mmdet_own_train_py_runs_our_hooks(tmp_path):

@@ -172,6 +172,15 @@ if [ -z "$wheel" ]; then
         "adding to it (MAX_JOBS sets the parallel jobs)"
     start=$(date +%s)
     build=$(mktemp -d)
+    # pip's CUDA runtime (nvidia/cu13/lib) has libcudart.so.<major> alone,
+    # and the link asks for -lcudart: a link named libcudart.so, for the link
+    if [ "$BUILD" != cpu ] && ! ls "$CUDA_HOME"/lib*/libcudart.so >/dev/null 2>&1; then
+        rt=$(ls "$CUDA_HOME"/lib*/libcudart.so.* 2>/dev/null | head -n 1 || true)
+        if [ -n "$rt" ]; then
+            mkdir "$build/lib" && ln -s "$rt" "$build/lib/libcudart.so"
+            export LIBRARY_PATH=$build/lib${LIBRARY_PATH:+:$LIBRARY_PATH}
+        fi
+    fi
     # The build imports torch and pkg_resources (gone in setuptools 81).
     "$PY" -m pip install --quiet 'setuptools>=77.0.3,<81' wheel ninja numpy
     "$PY" -m pip download --quiet --no-deps --no-binary :all: --no-build-isolation \

@@ -197,23 +197,24 @@ def run_instruments(runs: List[dict], digits: torch.Tensor,
                     settings: Settings) -> Tuple[dict, str]:
     """``--instruments``: the position probe, translation equivariance
     (tools/analysis_tools/) and the attention of block
-    :data:`ATTENTION_BLOCK` (tools/visualization/vis_attention.py) of the
-    lowest-seed model of every variant in ``runs``, loaded back from its
-    work_dir, on :data:`INSTRUMENT_IMAGES` of the (N, 1, 8, 8) ``digits``
-    at places of their own (what they measure: docs/reproduction.md,
-    "Instruments on the trained models").
+    :data:`ATTENTION_BLOCK` (tools/visualization/vis_attention.py) of every
+    model in ``runs``, loaded back from its work_dir, on
+    :data:`INSTRUMENT_IMAGES` of the (N, 1, 8, 8) ``digits`` at places of
+    their own (what they measure: docs/reproduction.md, "Instruments on the
+    trained models").
 
     Returns:
-        tuple: (results per variant, markdown table). PNGs of the attention
-        go to each model's work_dir.
+        tuple: (results per variant, each figure a list over its seeds;
+        markdown table of their means, and of the attention distance's
+        lowest and highest). PNGs of the attention of each variant's
+        lowest seed go to its work_dir.
     """
     canvases, _ = place(
         upscale(digits[:INSTRUMENT_IMAGES], settings.digit), settings.canvas,
         torch.Generator().manual_seed(settings.test_seed + 2))
     images = (canvases - PIXEL_MEAN) / PIXEL_STD
-    lowest = min(r['seed'] for r in runs)
     results = {}
-    for run in [r for r in runs if r['seed'] == lowest]:
+    for run in sorted(runs, key=lambda r: r['seed']):
         model, _, _ = build_from_config(
             osp.join(run['work_dir'], 'config.py'),
             osp.join(run['work_dir'], 'checkpoint.pth'))
@@ -223,40 +224,54 @@ def run_instruments(runs: List[dict], digits: torch.Tensor,
         equiv = {e['block']: e for e in translation_equivariance(
             backbone, images, shifts=(1, 2, 3), mode='circular',
             blocks=blocks)}
-        attn = attention_maps(backbone, images, ATTENTION_BLOCK)
-        png = osp.join(run['work_dir'], f'attention_block{ATTENTION_BLOCK}')
-        title = f'{run["variant"]}: block {ATTENTION_BLOCK}, head 0'
-        save_matrix_png(attn.matrix(0, 0), png + '_matrix.png', title)
-        rgb = np.repeat(canvases[0, 0, :, :, None].numpy(), 3, axis=2)
-        save_query_overlay(attn, rgb, default_queries(attn),
-                           png + '_queries.png', title=title)
         probe = {b: position_probe(maps[b]) for b in blocks}
-        results[run['variant']] = dict(
-            seed=run['seed'],
-            position_probe={f'block {b}': {k: probe[b][k]['r2']
-                                           for k in REGIONS}
-                            for b in blocks},
-            equivariance={f'block {b}': {k: equiv[b][k] for k in REGIONS}
-                          for b in blocks},
-            attention=dict(block=ATTENTION_BLOCK, head=0,
-                           mean_distance_tokens=float(np.mean([
-                               mean_attention_distance(attn, image=i)
-                               for i in range(len(images))])),
-                           matrix_png=png + '_matrix.png',
-                           queries_png=png + '_queries.png'))
-        print(f'[instruments] {run["variant"]}: done')
+        attn = attention_maps(backbone, images, ATTENTION_BLOCK)
+        distance = float(np.mean([mean_attention_distance(attn, image=i)
+                                  for i in range(len(images))]))
+        if run['variant'] not in results:  # the lowest seed: its PNGs
+            png = osp.join(run['work_dir'],
+                           f'attention_block{ATTENTION_BLOCK}')
+            title = (f'{run["variant"]} seed {run["seed"]}: block '
+                     f'{ATTENTION_BLOCK}, head 0')
+            save_matrix_png(attn.matrix(0, 0), png + '_matrix.png', title)
+            rgb = np.repeat(canvases[0, 0, :, :, None].numpy(), 3, axis=2)
+            save_query_overlay(attn, rgb, default_queries(attn),
+                               png + '_queries.png', title=title)
+            results[run['variant']] = dict(
+                seeds=[], position_probe={}, equivariance={},
+                attention=dict(block=ATTENTION_BLOCK, head=0,
+                               mean_distance_tokens=[],
+                               matrix_png=png + '_matrix.png',
+                               queries_png=png + '_queries.png'))
+        r = results[run['variant']]
+        r['seeds'].append(run['seed'])
+        r['attention']['mean_distance_tokens'].append(distance)
+        for b in blocks:
+            for k in REGIONS:
+                for name, value in (('position_probe', probe[b][k]['r2']),
+                                    ('equivariance', equiv[b][k])):
+                    r[name].setdefault(f'block {b}', {}).setdefault(
+                        k, []).append(value)
+        print(f'[instruments] {run["variant"]} seed {run["seed"]}: done')
 
-    def fmt(v) -> str:
-        return 'n/a' if v is None or v != v else f'{v:.3f}'
+    def fmt(values) -> str:
+        v = np.mean([np.nan if x is None else x for x in values])
+        return 'n/a' if v != v else f'{v:.3f}'
 
+    results = {v: results[v] for v in dict.fromkeys(r['variant']
+                                                    for r in runs)}
     return results, markdown_table(
         'Position probe (R^2 of (row, column) from a token; held-out '
         'canvases) and translation equivariance (relative error, circular '
         'shifts of 1-3 patches), interior / border tokens; mean attention '
-        f'distance of block {ATTENTION_BLOCK}, head 0, in tokens',
-        ['probe R² block 0', 'probe R² last', 'equiv. error block 0',
-         'equiv. error last', 'attention distance'],
-        [(name, [f'{fmt(r[k][b]["interior"])} / {fmt(r[k][b]["border"])}'
-                 for k in ('position_probe', 'equivariance') for b in r[k]] +
-          [f'{r["attention"]["mean_distance_tokens"]:.2f}'])
+        f'distance of block {ATTENTION_BLOCK}, head 0, in tokens [lowest, '
+        'highest seed]; means over the seeds', ['seeds',
+        'probe R² block 0', 'probe R² last', 'equiv. error block 0',
+        'equiv. error last', 'attention distance'],
+        [(LABELS[name], [str(len(r['seeds']))] + [
+            f'{fmt(r[k][b]["interior"])} / {fmt(r[k][b]["border"])}'
+            for k in ('position_probe', 'equivariance') for b in r[k]] +
+          ['{:.2f} [{:.2f}, {:.2f}]'.format(
+              np.mean(d), min(d), max(d)) for d in [
+                  r['attention']['mean_distance_tokens']]])
          for name, r in results.items()])

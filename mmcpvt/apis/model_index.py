@@ -14,10 +14,10 @@ know them::
     >>> model = get_model('cpvt-tiny_4xb256_in1k')  # the architecture
 
 mmcpvt releases no weights: ``get_model(name, pretrained=PATH)`` loads one's
-own. mmengine loads a URL through torch.hub with ``weights_only=False``: set
-``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1`` first (docs/checkpoints.md). Left out:
-detection and segmentation models, and our DeiT baselines, whose names
-mmpretrain has.
+own. mmengine loads a URL through torch.hub, which turns ``weights_only``
+off: set ``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1`` first (docs/checkpoints.md).
+Left out: detection and segmentation models, and our DeiT baselines, whose
+names mmpretrain has.
 """
 import importlib.util
 import os.path as osp

@@ -176,8 +176,8 @@ def test_documented_snippet_refuses_a_served_malicious_pickle(
 
 def test_control_without_the_line_a_served_pickle_runs(served, tmp_path):
     """The snippets without their TORCH_FORCE_WEIGHTS_ONLY_LOAD line: by URL
-    the payload runs in each (mmengine's http loader asks torch.hub for
-    weights_only=False); by a local path torch's default refuses it."""
+    the payload runs in each (mmengine's http loader has torch.hub
+    turn weights_only off); by a local path torch's default refuses it."""
     base, root, image = served
     names = sorted(SNIPPETS)
     local_marker = tmp_path / 'ran_local'

@@ -322,7 +322,9 @@ def train(task: Task, runs: dict, data_root: str, epochs: int, iters: int,
         '--cfg-options', *task.options(data_root),
         f'train_cfg.val_begin={epochs + 1}',  # the demo tests
         f'randomness.seed={s}', 'default_hooks.checkpoint.by_epoch=False',
-        f'default_hooks.checkpoint.interval={task.checkpoint_every}'],
+        f'default_hooks.checkpoint.interval={task.checkpoint_every}',
+        # weights only: a third of the size (the demo resumes nothing)
+        'default_hooks.checkpoint.save_optimizer=False'],
         f'{d}.train.log', threads) for (i, s), d in runs.items()],
         progress, jobs)
 

@@ -62,7 +62,9 @@ class WeightsOnlyLoadHook(Hook):
         # by URL, rank 0 downloads and checks; the others load its copy
         if load_from is not None and ('://' not in str(load_from)
                                       or runner.rank == 0):
-            check_checkpoint(load_from, state_dict=True)
+            check_checkpoint(load_from, state_dict=True, setting='resume from'
+                             if runner.cfg.get('resume', False) else
+                             'load_from')
 
     def after_run(self, runner) -> None:
         if self._loads is not None:

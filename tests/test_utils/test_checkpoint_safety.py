@@ -507,8 +507,8 @@ def test_a_url_that_cannot_be_fetched_is_named_with_what_to_do(
             ('check_checkpoint', functools.partial(
                 check_checkpoint, setting='load_from'), 'load_from '),
             ('init_cfg', paths['init_cfg'], 'CPVT: init_cfg Pretrained '),
-            ('load_from', paths['load_from'], ''),
-            ('resume', paths['resume'], '')]:
+            ('load_from', paths['load_from'], 'load_from '),
+            ('resume', paths['resume'], 'resume from ')]:
         with pytest.raises(CheckpointDownloadError) as e:
             load(url)
         msg = str(e.value)

@@ -20,29 +20,13 @@ import threading
 import pytest
 import torch
 
-from tests.utils import ROOT, explain, run_tool
+from tests.utils import ROOT, QuietHandler, RunsCode, explain, run_tool
 
 sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
 from make_imagenet import make_imagenet  # noqa: E402
 
 from tests.test_tools.test_train_e2e import (BASE_CONFIG,  # noqa: E402
                                              NUM_CLASSES, SIZE, TEST_CONFIG)
-
-
-class RunsCode:
-    """Pickles as ``os.system('touch <marker>')``."""
-
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return os.system, (f'touch {self.marker}', )
-
-
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture(scope='module')

@@ -37,7 +37,7 @@ from mmcpvt.utils.checkpoint import (AtomicLocalBackend,
                                      CheckpointDownloadError,
                                      CheckpointMismatchError,
                                      UnsafeCheckpointError, check_checkpoint)
-from tests.utils import ROOT, explain, run_tool
+from tests.utils import ROOT, QuietHandler, RunsCode, explain, run_tool
 
 TINY = dict(type='CPVT', arch=dict(embed_dims=32, num_layers=2, num_heads=2,
                                    feedforward_channels=64))
@@ -54,16 +54,6 @@ def _tool(name, path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-class RunsCode:
-    """Pickles as ``os.system('touch <marker>')``."""
-
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return os.system, (f'touch {self.marker}', )
 
 
 def _classifier_state(model, head=True):
@@ -439,12 +429,6 @@ def test_init_cfg_by_url_names_what_is_wrong_with_the_download(
         f"CPVT: init_cfg Pretrained {url}, downloaded to {copy}: ")
     assert (UNSAFE if kind == 'evil' else BROKEN) in str(e.value)
     assert not marker.exists()
-
-
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture

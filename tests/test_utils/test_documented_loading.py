@@ -26,26 +26,10 @@ import numpy as np
 import pytest
 import torch
 
-from tests.utils import ROOT, explain, run_tool
+from tests.utils import ROOT, QuietHandler, RunsCode, explain, run_tool
 
 FORCE = 'TORCH_FORCE_WEIGHTS_ONLY_LOAD'
 REFUSED = 'Weights only load failed'  # torch's message
-
-
-class RunsCode:
-    """Pickles as ``os.system('touch <marker>')``."""
-
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):
-        return os.system, (f'touch {self.marker}', )
-
-
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-
-    def log_message(self, *args):
-        pass
 
 
 def _snippets():

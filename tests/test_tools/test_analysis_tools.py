@@ -425,6 +425,14 @@ def test_benchmark_compare_runs_processes_abba(benchmark, monkeypatch):
     line = benchmark.format_result(result)
     assert '0.80 img/s  vs  wide' in line and line.endswith(
         '0.44 img/s  ratio 1.398 [0.545, 2.250]'), line
+    # a target is met or missed only where the interval says so
+    for target, verdict in [(0.5, 'met'), (2.5, 'MISSED'), (1.0, (
+            'unresolved (median above, the 95 % interval holds the target)'
+    )), (2.0, 'unresolved (median below')]:
+        line = benchmark.format_result(dataclasses.replace(
+            result, job=dataclasses.replace(job, target=target)))
+        assert line.split(f'target >= {target:.2f}: ')[1].startswith(
+            verdict), line
 
 
 @pytest.mark.parametrize('n, lo, hi', [(5, 1, 5), (12, 3, 10), (20, 6, 15),

@@ -133,10 +133,11 @@ def format_result(r: Result) -> str:
     lo, hi = r.ci95
     verdict = ''
     if target is not None:
-        verdict = (f'  target >= {target:.2f}: '
-                   f'{"met" if r.ratio >= target else "MISSED"}')
-        if lo <= target <= hi:
-            verdict += ' (the 95 % interval holds the target)'
+        # met or missed only where the interval says so
+        verdict = f'  target >= {target:.2f}: ' + (
+            'met' if lo > target else 'MISSED' if hi < target else
+            f'unresolved (median {"above" if r.ratio >= target else "below"}'
+            ', the 95 % interval holds the target)')
     return (f'{ours.what:7s} {ours.size:4d}px b{ours.batch:<3d} '
             f'{names[0]:26s} {figures[0]}  vs  {names[1]:30s} {figures[1]}'
             f'  ratio {r.ratio:.3f} [{lo:.3f}, {hi:.3f}]{verdict}')

@@ -172,8 +172,10 @@ def plot_validation(runs: List[dict], paths: Sequence[str]):
         val = np.array([r['val_accuracy'] for r in runs
                         if r['variant'] == v])  # (seeds, epochs)
         epochs = np.arange(1, val.shape[1] + 1)
-        colour = tab10(VARIANT_NAMES.index(v) % 10)
+        i = VARIANT_NAMES.index(v)  # tab10's colours, then dashed again
+        colour = tab10(i % 10)
         ax.plot(epochs, val.mean(0), color=colour, lw=1.4,
+                ls='-' if i < 10 else '--',
                 label=f'{LABELS[v]} ({len(val)} seeds)')
         ax.fill_between(epochs, val.min(0), val.max(0), color=colour,
                         alpha=0.15, lw=0)

@@ -151,13 +151,13 @@ def parse_args(argv=None):
     add('--repeats', type=positive(int), default=3, help='processes a point')
     add('--threads', type=positive(int), default=torch.get_num_threads())
     add('--device', default='cpu', type=device_arg, help='cpu or cuda[:N]')
-    add('--min-time', default=1.,
-        type=checked(float, lambda seconds: seconds >= 0, 'must be >= 0'),
+    seconds = checked(float, lambda seconds: seconds >= 0, 'must be >= 0')
+    add('--min-time', default=1., type=seconds,
         help='seconds of timed forwards a process (blocked_autorange; '
         'default: %(default)s)')
-    add('--max-seconds', type=positive(float), default=30.,
+    add('--max-seconds', type=seconds, default=30.,
         help="a slower forward ends the model's curve: larger sides are "
-        'skipped (default: 30)')
+        'skipped (0: the smallest side alone; default: 30)')
     add('--timeout', type=positive(float), default=600., help='seconds a '
         'process may take before its point is noted as a timeout (default: '
         '600)')

@@ -59,7 +59,7 @@ VARIANTS = [
          paper='CPVT-Ti PEG + LE (Table 7)', versus=('peg0', ),
          backbone=dict(pos_embed='learned', peg_positions=(0, ))),
     dict(name='peg0-2', label='PEG at 0-2', paper='CPVT-Ti (PEG at 0-4)',
-         backbone=dict(peg_positions=(0, 1, 2))),
+         versus=('peg0', ), backbone=dict(peg_positions=(0, 1, 2))),
     dict(name='peg0-2-gap', label='PEG at 0-2 + GAP',
          paper='CPVT-Ti-GAP (PEG at 0-4)', versus=('peg0-2', ),
          backbone=dict(peg_positions=(0, 1, 2), out_type='avg_featmap')),

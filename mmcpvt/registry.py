@@ -1,13 +1,13 @@
 """The mmcpvt registries.
 
-``MODELS``, ``DATASETS``, ``TRANSFORMS`` and ``HOOKS`` are children of
-mmengine's root registries with scope ``'mmcpvt'``, so ``type='mmcpvt.CPVT'``
-resolves from any OpenMMLab scope (and imports the module that registers it,
-from the registry's ``locations``). mmpretrain, mmdet and mmseg each search
-their own registry and then its ancestors, never siblings, so our modules are
-also registered into the root registries (as mmcv registers its bricks):
-``type='CPVT'`` then resolves from every downstream scope once the module is
-imported.
+``MODELS``, ``DATASETS``, ``TRANSFORMS``, ``HOOKS`` and ``RUNNERS`` are
+children of mmengine's root registries with scope ``'mmcpvt'``, so
+``type='mmcpvt.CPVT'`` resolves from any OpenMMLab scope (and imports the
+module that registers it, from the registry's ``locations``). mmpretrain,
+mmdet and mmseg each search their own registry and then its ancestors, never
+siblings, so our modules are also registered into the root registries (as
+mmcv registers its bricks): ``type='CPVT'`` then resolves from every
+downstream scope once the module is imported.
 
 The data set classes subclass a downstream library's (mmdet's
 ``CocoDataset``): their module is imported only when a config names one
@@ -25,6 +25,7 @@ def _child(name: str, parent: Registry, location: str) -> Registry:
 MODELS = _child('model', root.MODELS, 'mmcpvt.models')
 DATASETS = _child('dataset', root.DATASETS, 'mmcpvt.datasets.coco')
 HOOKS = _child('hook', root.HOOKS, 'mmcpvt.engine')
+RUNNERS = _child('runner', root.RUNNERS, 'mmcpvt.engine')
 TRANSFORMS = _child('transform', root.TRANSFORMS, 'mmcpvt.datasets.transforms')
 
 
@@ -49,8 +50,10 @@ register_model = _registrar(MODELS)
 register_dataset = _registrar(DATASETS)
 register_transform = _registrar(TRANSFORMS)
 register_hook = _registrar(HOOKS)
+register_runner = _registrar(RUNNERS)
 
 __all__ = [
-    'MODELS', 'DATASETS', 'TRANSFORMS', 'HOOKS', 'register_model',
-    'register_dataset', 'register_transform', 'register_hook'
+    'MODELS', 'DATASETS', 'TRANSFORMS', 'HOOKS', 'RUNNERS', 'register_model',
+    'register_dataset', 'register_transform', 'register_hook',
+    'register_runner'
 ]

@@ -17,3 +17,6 @@ default_hooks = dict(
     seed=dict(type='mmcpvt.SeedHook'),
     work_dir_lock=dict(type='mmcpvt.WorkDirLockHook'),
     cuda_ops=dict(type='mmcpvt.CudaOpsHook'))
+# mmengine's Runner that takes the work-dir lock before it writes the config
+# into the work dir (mmcpvt/engine/runner.py)
+runner_type = 'mmcpvt.LockedRunner'

@@ -1,7 +1,8 @@
 from .hooks import (CheckpointFitHook, CudaOpsHook, SeedHook,
                     WeightsOnlyLoadHook, WorkDirLockHook)
+from .runner import LockedRunner
 
 __all__ = [
-    'CheckpointFitHook', 'CudaOpsHook', 'SeedHook', 'WeightsOnlyLoadHook',
-    'WorkDirLockHook'
+    'CheckpointFitHook', 'CudaOpsHook', 'LockedRunner', 'SeedHook',
+    'WeightsOnlyLoadHook', 'WorkDirLockHook'
 ]

@@ -315,11 +315,15 @@ def test_mmdet_own_train_py_runs_our_hooks(tmp_path):
     lock = work_dir / '.train.lock'
     import socket
     lock.write_text(f'{socket.gethostname()} {os.getpid()}')
+    dumped = work_dir / config.name
+    dumped.write_text("# the running training's config\n")
     proc = run_tool(mmdet_train, str(config), '--work-dir', str(work_dir),
                     *one_epoch)
     assert proc.returncode != 0, explain(proc)
     assert f'work dir {work_dir} is in use by another training' in \
         proc.stderr, explain(proc)
+    # refused before the runner dumps its config (mmcpvt.LockedRunner)
+    assert dumped.read_text() == "# the running training's config\n"
     lock.unlink()
 
     # an empty load_from is refused before anything is loaded

@@ -30,6 +30,7 @@ warnings.filterwarnings('ignore', 'pkg_resources is deprecated')
 sys.path.insert(0, osp.join(REPO, 'tools', 'dataset_converters'))
 import make_coco  # noqa: E402
 import make_imagenet  # noqa: E402
+from common import check_output_dir  # noqa: E402  (tools/common.py)
 from paired_bootstrap import (Accuracy, bootstrap, cell,  # noqa: E402
                               interval, plot)
 
@@ -524,10 +525,15 @@ def main(argv=None):
     if args.seeds < 1:
         parser.error(f'--seeds must be 1 or more, got {args.seeds}')
     os.chdir(REPO)  # relative paths are the repository's
+    work_dir = args.work_dir or (f'work_dirs/demo_{args.task}' +
+                                 '_quick' * args.quick)
+    try:
+        check_output_dir('--work-dir', work_dir, 'the results')
+    except ValueError as e:
+        parser.error(str(e))
     if args.evaluate:  # tests, in a process of their own
         return evaluate_model(*json.loads(args.evaluate))
-    sys.exit(run(args.task, args.quick, args.data_root, args.work_dir or
-                 f'work_dirs/demo_{args.task}' + '_quick' * args.quick,
+    sys.exit(run(args.task, args.quick, args.data_root, work_dir,
                  args.seeds))
 
 

@@ -323,8 +323,9 @@ def parse_args(argv=None):
     add('--variants', nargs='+',
         choices=VARIANT_NAMES + ['controls', 'all'], default=DEFAULT_VARIANTS,
         help=f'default: {DEFAULT_VARIANTS}; controls: {CONTROL_VARIANTS}')
-    add('--seeds', nargs='+', type=int, default=list(range(5)),
-        help='default: 0-4')
+    add('--seeds', nargs='+', type=checked(int, lambda v: v >= 0,
+                                           'must be 0 or more'),
+        default=list(range(5)), help='default: 0-4')
     at_least_1 = checked(int, lambda v: v >= 1, 'must be 1 or more')
     add('--epochs', type=at_least_1,
         help=f'every model, default: {Settings.epochs}')
@@ -343,6 +344,8 @@ def parse_args(argv=None):
         'process with torch\'s threads')
     args = parser.parse_args(argv)
     check_out_dir(parser, '--out-dir', args.out_dir)
+    if len(set(args.seeds)) < len(args.seeds):  # one run per (variant, seed)
+        parser.error(f'--seeds: each seed once, got {args.seeds}')
     if 'all' in args.variants:
         args.variants = VARIANT_NAMES
     elif 'controls' in args.variants:

@@ -362,3 +362,13 @@ def demo_nearest(matched):
     """The iteration of ``results.json``'s curve nearest its target."""
     curve = {int(k): v for k, v in matched['curve'].items()}
     return min(sorted(curve), key=lambda k: abs(curve[k] - matched['target']))
+
+
+def test_work_dir_that_is_a_file_is_refused(demo, tmp_path, capsys):
+    a_file = tmp_path / 'results'
+    a_file.write_text('')
+    with pytest.raises(SystemExit) as e:
+        demo.main(['--work-dir', str(a_file)])
+    assert e.value.code == 2
+    assert (f'--work-dir {a_file}: {a_file} is a file; it takes a directory '
+            'for the results' in capsys.readouterr().err)

@@ -313,3 +313,14 @@ def test_out_dir_that_is_a_file_is_refused_before_training(tmp_path,
     assert e.value.code == 2
     assert (f'--out-dir {a_file}: {a_file} is a file; it takes a directory '
             'for the results' in capsys.readouterr().err)
+
+
+@pytest.mark.parametrize('seeds, message', [
+    (['0', '0'], '--seeds: each seed once, got [0, 0]'),
+    (['-1'], 'argument --seeds: must be 0 or more, got -1')])
+def test_bad_seeds_are_refused_before_training(seeds, message, capsys):
+    """A seed twice trained every model and then died on its results."""
+    with pytest.raises(SystemExit) as e:
+        dc.parse_args(['--quick', '--seeds', *seeds])
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err

@@ -134,8 +134,8 @@ class CPVT(BaseBackbone):
         self.drop_after_pos = nn.Dropout(p=drop_rate)
 
         # 'pegs.0' follows encoder 0
-        self.pegs = self._build_pegs(self.peg_positions, self.embed_dims,
-                                     self.num_extra_tokens)
+        self.pegs = self.build_pegs(self.peg_positions, self.embed_dims,
+                                    self.num_extra_tokens)
         # 'pos_embeds.0' follows encoder 0; a learned table is made for the
         # map it gets at img_size (smaller after a PEG without padding)
         self.pos_embeds = ModuleDict()
@@ -173,7 +173,7 @@ class CPVT(BaseBackbone):
                                              self.num_extra_tokens)
         return None
 
-    def _frozen_modules(self) -> list:
+    def frozen_modules(self) -> list:
         if self.frozen_stages < 0:
             return []
         n = self.frozen_stages
@@ -196,37 +196,29 @@ class CPVT(BaseBackbone):
             return x[:, n:].mean(dim=1)
         return nlc_to_nchw(x[:, n:], hw_shape).contiguous()
 
-    def _add_pos_embed(self, position: int, x: torch.Tensor, hw_shape):
-        """The tokens plus the position embedding at ``position``, if any."""
-        pe = self.pos_embed if position == BEFORE_FIRST_BLOCK else getattr(
-            self.pos_embeds, str(position), None)
-        return x if pe is None else pe(x, hw_shape)
-
-    def _apply_peg(self, position: int, x: torch.Tensor, hw_shape):
-        """The tokens after the PEG at ``position`` (if any), the extra
-        arguments of the next encoder (see CPVTQKOnly) and the map's new
-        (H, W)."""
-        if str(position) not in self.pegs:
-            return x, (), hw_shape
-        peg = self.pegs[str(position)]
-        return peg(x, hw_shape), (), peg.out_hw_shape(hw_shape)
+    def _embed(self, x: torch.Tensor):
+        """Images (B, C, H, W) -> the tokens the first encoder gets (after a
+        PEG at -1 too) and the (H, W) of their map."""
+        B = x.shape[0]
+        x, hw = self.patch_embed(x)  # (B, C, H, W) -> (B, H*W, C)
+        if self.with_cls_token:
+            x = torch.cat((self.cls_token.expand(B, -1, -1), x), dim=1)
+        if self.pos_embed is not None:
+            x = self.pos_embed(x, hw)
+        return self.drop_after_pos(x), hw
 
     def forward(self, x: torch.Tensor) -> tuple:
         self._check_input(x)
-        B = x.shape[0]
-        x, hw_shape = self.patch_embed(x)  # (B, H*W, C)
-        if self.with_cls_token:
-            x = torch.cat((self.cls_token.expand(B, -1, -1), x), dim=1)
-        x = self._add_pos_embed(BEFORE_FIRST_BLOCK, x, hw_shape)
-        x = self.drop_after_pos(x)
-        x, extra, hw_shape = self._apply_peg(BEFORE_FIRST_BLOCK, x, hw_shape)
+        x, hw = self._embed(x)
+        x, hw = self.pegs(BEFORE_FIRST_BLOCK, x, hw)
         outs = []
         for i, layer in enumerate(self.layers):
-            x = self._run_block(layer, x, hw_shape, *extra)
-            x = self._add_pos_embed(i, x, hw_shape)
-            x, extra, hw_shape = self._apply_peg(i, x, hw_shape)
+            x = self.run_block(layer, x, hw)
+            if str(i) in self.pos_embeds:
+                x = self.pos_embeds[str(i)](x, hw)
+            x, hw = self.pegs(i, x, hw)
             if i == self.num_layers - 1:
                 x = self.norm(x)
             if i in self.out_indices:
-                outs.append(self._format_output(x, hw_shape))
+                outs.append(self._format_output(x, hw))
         return tuple(outs)

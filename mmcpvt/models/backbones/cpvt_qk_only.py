@@ -35,10 +35,14 @@ class QKPosAttention(Attention):
 
 
 class QKPosBlock(TransformerBlock):
-    """The transformer block with :class:`QKPosAttention`: ``qk_pos``,
-    passed after ``hw_shape``, is added to the normed tokens that make
-    queries and keys."""
+    """The transformer block with :class:`QKPosAttention`: ``qk_pos`` is
+    added to the normed tokens that make queries and keys."""
     attn_cls = QKPosAttention
+
+    def forward(self, x: torch.Tensor, hw_shape: Sequence[int],
+                qk_pos: Optional[torch.Tensor] = None) -> torch.Tensor:
+        x = x + self.drop_path(self.attn(self.ln1(x), hw_shape, qk_pos))
+        return x + self.drop_path(self.ffn(self.ln2(x)))
 
 
 @register_model
@@ -60,7 +64,24 @@ class CPVTQKOnly(CPVT):
                 f'({self.num_layers - 1}) has no next encoder to feed; '
                 f'remove it from peg_positions')
 
-    def _apply_peg(self, position: int, x: torch.Tensor, hw_shape):
-        if str(position) not in self.pegs:
-            return x, (), hw_shape
-        return x, (self.pegs[str(position)](x, hw_shape) - x, ), hw_shape
+    def _qk_pos(self, position: int, x: torch.Tensor, hw_shape):
+        """F(x) of the PEG at ``position``, None where there is none."""
+        peg = self.pegs[str(position)] if str(position) in self.pegs else None
+        return None if peg is None else peg(x, hw_shape) - x
+
+    def forward(self, x: torch.Tensor) -> tuple:
+        """CPVT's, with each PEG's F(x) given to the next encoder."""
+        self._check_input(x)
+        x, hw = self._embed(x)
+        qk_pos = self._qk_pos(-1, x, hw)
+        outs = []
+        for i, layer in enumerate(self.layers):
+            x = self.run_block(layer, x, hw, qk_pos)
+            if str(i) in self.pos_embeds:
+                x = self.pos_embeds[str(i)](x, hw)
+            qk_pos = self._qk_pos(i, x, hw)
+            if i == self.num_layers - 1:
+                x = self.norm(x)
+            if i in self.out_indices:
+                outs.append(self._format_output(x, hw))
+        return tuple(outs)

@@ -15,7 +15,7 @@ from mmengine.model import ModuleList
 from mmcpvt.registry import register_model
 from ..checks import Arch, Choice
 from ..layers import LearnedPositionEmbedding, TransformerBlock, nlc_to_nchw
-from .base import BaseBackbone, patch_embed
+from .base import BEFORE_FIRST_BLOCK, BaseBackbone, patch_embed
 
 
 @register_model
@@ -125,8 +125,8 @@ class PVTPEG(BaseBackbone):
             # 'pegs.1.0' follows block 0 of stage 1; the class token (if
             # any) joins the tokens in the last stage
             self.pegs.append(
-                self._build_pegs(self.peg_positions[i], dims,
-                                 int(last and self.with_cls_token)))
+                self.build_pegs(self.peg_positions[i], dims,
+                                int(last and self.with_cls_token)))
             self.norms.append(
                 build_norm_layer(norm_cfg, dims)[1]
                 if norm_after_stage or last else nn.Identity())
@@ -136,7 +136,7 @@ class PVTPEG(BaseBackbone):
         self._find_min_input_size()
         self.train(self.training)
 
-    def _frozen_modules(self) -> list:
+    def frozen_modules(self) -> list:
         frozen = []
         for i in range(self.frozen_stages):
             frozen += [self.patch_embeds[i], self.stages[i], self.pegs[i],
@@ -147,21 +147,22 @@ class PVTPEG(BaseBackbone):
 
     def forward(self, x: torch.Tensor) -> tuple:
         self._check_input(x)
-        outs = []
-        B = x.shape[0]
-        for i in range(self.num_stages):
-            x, hw_shape = self.patch_embeds[i](x)  # (B, H*W, C)
-            if self.with_cls_token and i == self.num_stages - 1:
+        B, outs, last = x.shape[0], [], self.num_stages - 1
+        for i, blocks in enumerate(self.stages):
+            x, hw = self.patch_embeds[i](x)  # (B, C, H, W) -> (B, H*W, C)
+            if i == last and self.with_cls_token:
                 x = torch.cat((self.cls_token.expand(B, -1, -1), x), dim=1)
             if self.pos_embeds is not None:
-                x = self.pos_embeds[i](x, hw_shape)
+                x = self.pos_embeds[i](x, hw)
             x = self.drop_after_pos(x)
-            x = self._run_stage(self.stages[i], self.pegs[i], x, hw_shape)
+            x, hw = self.pegs[i](BEFORE_FIRST_BLOCK, x, hw)
+            for j, block in enumerate(blocks):
+                x = self.run_block(block, x, hw)
+                x, hw = self.pegs[i](j, x, hw)
             x = self.norms[i](x)
-            if i == self.num_stages - 1 and self.out_type != 'featmap':
-                outs.append(x[:, 0] if self.with_cls_token else x.mean(1))
-                break
-            x = nlc_to_nchw(x, hw_shape).contiguous()
-            if self.out_type == 'featmap' and i in self.out_indices:
+            if i == last and self.out_type != 'featmap':
+                return (x[:, 0] if self.with_cls_token else x.mean(1), )
+            x = nlc_to_nchw(x, hw).contiguous()  # (B, H*W, C) -> (B, C, H, W)
+            if i in self.out_indices:
                 outs.append(x)
         return tuple(outs)

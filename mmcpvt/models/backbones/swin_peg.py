@@ -18,7 +18,7 @@ from mmcpvt.registry import register_model
 from ..checks import Arch, Choice
 from ..layers import (TransformerBlock, nlc_to_nchw,
                       relative_position_index)
-from .base import BaseBackbone, patch_embed
+from .base import BEFORE_FIRST_BLOCK, BaseBackbone, patch_embed
 
 
 class SwinBlock(TransformerBlock):
@@ -205,7 +205,7 @@ class SwinPEG(BaseBackbone):
                           norm_cfg=norm_cfg) for j in range(depth)
             ]))
             # 'pegs.2.0' follows block 0 of stage 2
-            self.pegs.append(self._build_pegs(self.peg_positions[i], dims[i]))
+            self.pegs.append(self.build_pegs(self.peg_positions[i], dims[i]))
             if i < self.num_stages - 1:
                 self.downsamples.append(
                     PatchMerging(dims[i], dims[i + 1], norm_cfg))
@@ -220,7 +220,7 @@ class SwinPEG(BaseBackbone):
         self._find_min_input_size()
         self.train(self.training)
 
-    def _frozen_modules(self) -> list:
+    def frozen_modules(self) -> list:
         if self.frozen_stages < 0:
             return []
         frozen = [self.patch_embed, self.drop_after_pos]
@@ -234,16 +234,19 @@ class SwinPEG(BaseBackbone):
 
     def forward(self, x: torch.Tensor) -> tuple:
         self._check_input(x)
-        x, hw_shape = self.patch_embed(x)  # (B, H*W, C)
+        x, hw = self.patch_embed(x)  # (B, C, H, W) -> (B, H*W, C)
         x = self.drop_after_pos(x)
         outs = []
-        for i in range(self.num_stages):
-            x = self._run_stage(self.stages[i], self.pegs[i], x, hw_shape)
+        for i, (blocks, pegs) in enumerate(zip(self.stages, self.pegs)):
+            x, hw = pegs(BEFORE_FIRST_BLOCK, x, hw)
+            for j, block in enumerate(blocks):
+                x = self.run_block(block, x, hw)
+                x, hw = pegs(j, x, hw)
             if self.out_type == 'featmap' and i in self.out_indices:
-                outs.append(
-                    nlc_to_nchw(self.norms[i](x), hw_shape).contiguous())
+                # (B, H*W, C) -> (B, C, H, W)
+                outs.append(nlc_to_nchw(self.norms[i](x), hw).contiguous())
             if i < self.num_stages - 1:
-                x, hw_shape = self.downsamples[i](x, hw_shape)
+                x, hw = self.downsamples[i](x, hw)
         if self.out_type == 'avg_featmap':
             outs.append(self.norm(x).mean(dim=1))
         return tuple(outs)

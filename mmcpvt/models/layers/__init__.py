@@ -1,7 +1,7 @@
 from .attention import Attention
 from .block import TransformerBlock
 from .ffn import FFN
-from .peg import ConditionalPositionEncoding
+from .peg import ConditionalPositionEncoding, PEGs
 from .pos_embed import (LearnedPositionEmbedding, SinCos2dPositionEmbedding,
                         sincos_2d)
 from .rpe import RelativePositionEncoding2d, relative_position_index
@@ -9,6 +9,7 @@ from .utils import nchw_to_nlc, nlc_to_nchw
 
 __all__ = [
     'Attention', 'FFN', 'TransformerBlock', 'ConditionalPositionEncoding',
+    'PEGs',
     'LearnedPositionEmbedding', 'SinCos2dPositionEmbedding', 'sincos_2d',
     'RelativePositionEncoding2d', 'relative_position_index', 'nchw_to_nlc',
     'nlc_to_nchw'

@@ -55,8 +55,6 @@ class TransformerBlock(BaseModule):
             drop_path_rate) if drop_path_rate > 0. else torch.nn.Identity()
 
     def forward(self, x: torch.Tensor,
-                hw_shape: Optional[Sequence[int]] = None,
-                *attn_args) -> torch.Tensor:
-        """``attn_args`` go to the attention after ``hw_shape``."""
-        x = x + self.drop_path(self.attn(self.ln1(x), hw_shape, *attn_args))
+                hw_shape: Optional[Sequence[int]] = None) -> torch.Tensor:
+        x = x + self.drop_path(self.attn(self.ln1(x), hw_shape))
         return x + self.drop_path(self.ffn(self.ln2(x)))

@@ -5,7 +5,7 @@ from typing import Optional, Sequence, Tuple
 import torch
 import torch.nn as nn
 from mmcv.cnn import build_activation_layer, build_norm_layer
-from mmengine.model import BaseModule
+from mmengine.model import BaseModule, ModuleDict
 
 from mmcpvt.registry import register_model
 from ..checks import Choice, Flag, Int, check_args
@@ -118,3 +118,32 @@ class ConditionalPositionEncoding(BaseModule):
         out = self.proj(feat) + feat if self.with_identity else self.proj(feat)
         out = nchw_to_nlc(out)  # (B, H'*W', C')
         return torch.cat((x[:, :n], out), dim=1) if n else out
+
+
+class PEGs(ModuleDict):
+    """The PEGs of one stage, keyed by position as configs write them: -1
+    before the first block, ``j`` after block ``j`` (checkpoint keys
+    ``pegs.-1.proj.0.weight``, ``pegs.0.proj.0.weight``).
+
+    Args:
+        positions (Sequence[int]): Where the PEGs go.
+        embed_dims (int): Channels of the tokens.
+        **peg_cfg: Other :class:`ConditionalPositionEncoding` arguments.
+    """
+
+    def __init__(self, positions: Sequence[int], embed_dims: int, **peg_cfg):
+        super().__init__({
+            str(p): ConditionalPositionEncoding(embed_dims, embed_dims,
+                                                **peg_cfg)
+            for p in positions
+        })
+
+    def forward(self, position: int, x: torch.Tensor,
+                hw_shape: Sequence[int]) -> Tuple[torch.Tensor, tuple]:
+        """The tokens after the PEG at ``position`` (as they are where there
+        is none) and the (H, W) of their map (smaller after a PEG with less
+        padding), as mmcv's ``PatchMerging`` returns them."""
+        if str(position) not in self:
+            return x, hw_shape
+        peg = self[str(position)]
+        return peg(x, hw_shape), peg.out_hw_shape(hw_shape)

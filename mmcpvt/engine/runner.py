@@ -8,15 +8,30 @@ from .hooks import WorkDirLockHook
 
 @register_runner
 class LockedRunner(Runner):
-    """mmengine's Runner that takes the work-dir lock
-    (:class:`WorkDirLockHook`) before it writes the config into the work dir.
+    """mmengine's Runner that writes the config into the work dir when it
+    trains, tests or validates, not when it is built: a training first takes
+    the work-dir lock (:class:`WorkDirLockHook`, which keeps it and releases
+    it after training).
 
-    The hook alone takes it at ``before_train``: by then the runner has
-    rewritten the dumped config of a training that holds the work dir. Only
-    the new timestamped log folder is made before the lock.
+    mmengine's Runner writes the config when it is built; the hook alone
+    takes the lock at ``before_train``, after a refused second training has
+    rewritten the config of the one that holds the work dir. Testing needs
+    no lock. Only the new timestamped log folder is made before the lock.
     """
 
     def dump_config(self) -> None:
+        pass  # called by Runner.__init__; written by train, val and test
+
+    def train(self):
         if self.rank == 0:
-            WorkDirLockHook.acquire(self.work_dir)  # kept by the hook
-        super().dump_config()
+            WorkDirLockHook.acquire(self.work_dir)
+        Runner.dump_config(self)
+        return super().train()
+
+    def val(self):
+        Runner.dump_config(self)
+        return super().val()
+
+    def test(self):
+        Runner.dump_config(self)
+        return super().test()

@@ -6,8 +6,10 @@ CPVT-GAP config by path overrides only the data root, sizes, batch, schedule
 and a small arch; training runs as a subprocess for 2 epochs, resumes to 3,
 and the last checkpoint is tested.
 """
+import os
 import os.path as osp
 import re
+import socket
 import sys
 
 import pytest
@@ -134,11 +136,20 @@ def test_train_resume_test(tiny_setup):
     assert not re.search(r'Epoch\(train\)\s+\[1\]', log.split(
         'resumed epoch: 2')[-1]), 'the resumed run started again at epoch 1'
 
+    # testing needs no lock: it runs beside a training of its work dir
+    # (this process stands for it) and leaves the training's lock alone
+    test_dir = osp.join(work_dir, 'test')
+    os.makedirs(test_dir)
+    lock = osp.join(test_dir, '.train.lock')
+    with open(lock, 'w') as f:
+        f.write(f'{socket.gethostname()} {os.getpid()}')
     proc = run_tool('tools/test.py', config,
-                    osp.join(work_dir, 'epoch_3.pth'), '--work-dir',
-                    osp.join(work_dir, 'test'))
+                    osp.join(work_dir, 'epoch_3.pth'), '--work-dir', test_dir)
     assert proc.returncode == 0, explain(proc)
     assert re.search(r'accuracy/top1: [\d.]+', proc.stdout), explain(proc)
+    with open(lock) as f:
+        assert f.read() == f'{socket.gethostname()} {os.getpid()}'
+    os.remove(lock)
 
     # a checkpoint of a deeper model (one encoder more) is refused, not
     # tested on the encoders that fit (it reported a top-1)

@@ -11,10 +11,14 @@ from mmcv.cnn import build_norm_layer
 from mmengine.model import ModuleDict, ModuleList
 
 from mmcpvt.registry import register_model
-from ..checks import Arch, Choice, Int, out_indices, positions
 from ..layers import (LearnedPositionEmbedding, SinCos2dPositionEmbedding,
                       TransformerBlock, nlc_to_nchw)
-from .base import BEFORE_FIRST_BLOCK, BaseBackbone, patch_embed
+from .base import (BEFORE_FIRST_BLOCK, BaseBackbone, arch_settings,
+                   block_positions, drop_path_rates, patch_embed,
+                   stage_indices)
+
+OUT_TYPES = ('cls_token', 'avg_featmap', 'featmap')
+POS_EMBEDS = ('none', 'learned', 'sincos2d')
 
 
 @register_model
@@ -77,15 +81,6 @@ class CPVT(BaseBackbone):
         for name in names
     }
     block_cls = TransformerBlock
-    ARGS = dict(
-        BaseBackbone.ARGS, arch=Arch(arch_zoo),
-        out_type=Choice('cls_token', 'avg_featmap', 'featmap'),
-        pos_embed=Choice('none', 'learned', 'sincos2d'),
-        pos_embed_interpolation=Choice('bicubic', 'bilinear'),
-        **dict.fromkeys(('peg_positions', 'pos_embed_positions'),
-                        lambda a: positions(a['arch']['num_layers'])),
-        out_indices=lambda a: out_indices(a['arch']['num_layers'], 'encoders'),
-        frozen_stages=lambda a: Int(-1, a['arch']['num_layers']))
 
     def __init__(self, arch: Union[str, dict] = 'tiny',
                  img_size: Union[int, Sequence[int]] = 224,
@@ -103,62 +98,64 @@ class CPVT(BaseBackbone):
                  final_norm: bool = True, frozen_stages: int = -1,
                  norm_eval: bool = False, with_cp: bool = False,
                  init_cfg: Optional[Union[dict, list]] = None):
-        super().__init__(locals())  # checked against ARGS
+        arch = arch_settings(arch, self.arch_zoo)
+        super().__init__(arch['num_layers'], peg_cfg, frozen_stages,
+                         norm_eval, with_cp, init_cfg)
+        # else the last branch of the output or the table would be taken
+        assert out_type in OUT_TYPES, \
+            f'out_type must be one of {OUT_TYPES}, got {out_type!r}'
+        assert pos_embed in POS_EMBEDS, \
+            f'pos_embed must be one of {POS_EMBEDS}, got {pos_embed!r}'
+        self.embed_dims = arch['embed_dims']
+        self.num_layers = arch['num_layers']
+        self.out_type = out_type
+        self.out_indices = stage_indices(out_indices, self.num_layers)
+        self.with_cls_token = (out_type == 'cls_token' if with_cls_token is
+                               None else with_cls_token)
+        # else the first patch token would be taken for the class token
+        assert self.with_cls_token or out_type != 'cls_token', \
+            "out_type='cls_token' needs with_cls_token=True (or None)"
+        self.num_extra_tokens = int(self.with_cls_token)
         self.pos_embed_interpolation = pos_embed_interpolation
-        self.embed_dims = self.arch_settings['embed_dims']
-        self.num_layers = self.arch_settings['num_layers']
-        if with_cls_token is None:
-            with_cls_token = out_type == 'cls_token'
-        if out_type == 'cls_token' and not with_cls_token:
-            raise ValueError("CPVT: out_type='cls_token' needs "
-                             'with_cls_token=True (or left as None)')
-        if pos_embed == 'none' and self.pos_embed_positions != (-1, ):
-            raise ValueError(
-                f'CPVT: pos_embed_positions={self.pos_embed_positions} places '
-                f"position embeddings but pos_embed='none'; set pos_embed")
-        if pos_embed != 'none' and not self.pos_embed_positions:
-            raise ValueError(f'CPVT: pos_embed={pos_embed!r} with pos_embed_'
-                             f"positions=() adds no embedding; give positions")
-        self.with_cls_token = with_cls_token
-        self.num_extra_tokens = int(with_cls_token)
-        self.map_strides = (patch_size, )  # see _find_min_input_size
+        pos_embed_positions = block_positions(
+            'pos_embed_positions', pos_embed_positions, self.num_layers)
+        assert pos_embed != 'none' or pos_embed_positions == (-1, ), \
+            f'pos_embed_positions={pos_embed_positions} needs a pos_embed'
+        assert pos_embed == 'none' or pos_embed_positions, \
+            f'pos_embed={pos_embed!r} needs pos_embed_positions'
 
         self.patch_embed = patch_embed(in_channels, self.embed_dims,
-                                       patch_size, input_size=self.img_size)
-        if with_cls_token:
+                                       patch_size, input_size=img_size)
+        if self.with_cls_token:
             self.cls_token = nn.Parameter(torch.zeros(1, 1, self.embed_dims))
         # DeiT's table, before the first encoder
         self.pos_embed = self._build_pos_embed(
-            pos_embed if BEFORE_FIRST_BLOCK in self.pos_embed_positions else
+            pos_embed if BEFORE_FIRST_BLOCK in pos_embed_positions else
             'none', self.patch_embed.init_out_size)
         self.drop_after_pos = nn.Dropout(p=drop_rate)
-
         # 'pegs.0' follows encoder 0
-        self.pegs = self.build_pegs(self.peg_positions, self.embed_dims,
-                                    self.num_extra_tokens)
+        self.pegs = self.build_pegs(peg_positions, self.num_layers,
+                                    self.embed_dims, self.num_extra_tokens)
         # 'pos_embeds.0' follows encoder 0; a learned table is made for the
         # map it gets at img_size (smaller after a PEG without padding)
         self.pos_embeds = ModuleDict()
-        hw_shape = self.patch_embed.init_out_size
+        hw = self.patch_embed.init_out_size
         for p in range(self.num_layers):
             if str(p - 1) in self.pegs:  # the PEG before this position
-                hw_shape = self.pegs[str(p - 1)].out_hw_shape(hw_shape)
-            if p in self.pos_embed_positions:
-                self.pos_embeds[str(p)] = self._build_pos_embed(
-                    pos_embed, hw_shape)
-
-        dpr = torch.linspace(0, drop_path_rate, self.num_layers).tolist()
+                hw = self.pegs[str(p - 1)].out_hw_shape(hw)
+            if p in pos_embed_positions:
+                self.pos_embeds[str(p)] = self._build_pos_embed(pos_embed, hw)
+        dpr = drop_path_rates(drop_path_rate, self.num_layers)
         self.layers = ModuleList([
             self.block_cls(
-                self.embed_dims, self.arch_settings['num_heads'],
-                self.arch_settings['feedforward_channels'],
-                drop_rate=drop_rate, attn_drop_rate=attn_drop_rate,
-                drop_path_rate=dpr[i], qkv_bias=qkv_bias, norm_cfg=norm_cfg,
-                rpe_cfg=rpe_cfg) for i in range(self.num_layers)
+                self.embed_dims, arch['num_heads'],
+                arch['feedforward_channels'], drop_rate=drop_rate,
+                attn_drop_rate=attn_drop_rate, drop_path_rate=dpr[i],
+                qkv_bias=qkv_bias, norm_cfg=norm_cfg, rpe_cfg=rpe_cfg)
+            for i in range(self.num_layers)
         ])
         self.norm = build_norm_layer(
             norm_cfg, self.embed_dims)[1] if final_norm else nn.Identity()
-        self._find_min_input_size()
         self.train(self.training)
 
     def _build_pos_embed(self, kind: str, grid_size):
@@ -194,11 +191,13 @@ class CPVT(BaseBackbone):
             return x[:, 0]
         if self.out_type == 'avg_featmap':
             return x[:, n:].mean(dim=1)
+        # (B, H*W, C) -> (B, C, H, W)
         return nlc_to_nchw(x[:, n:], hw_shape).contiguous()
 
     def _embed(self, x: torch.Tensor):
-        """Images (B, C, H, W) -> the tokens the first encoder gets (after a
-        PEG at -1 too) and the (H, W) of their map."""
+        """Images (B, C, H, W) -> the tokens the first encoder gets (before
+        a PEG at -1) and the (H, W) of their map."""
+        assert x.dim() == 4, f'x must be (B, C, H, W), got {tuple(x.shape)}'
         B = x.shape[0]
         x, hw = self.patch_embed(x)  # (B, C, H, W) -> (B, H*W, C)
         if self.with_cls_token:
@@ -208,7 +207,6 @@ class CPVT(BaseBackbone):
         return self.drop_after_pos(x), hw
 
     def forward(self, x: torch.Tensor) -> tuple:
-        self._check_input(x)
         x, hw = self._embed(x)
         x, hw = self.pegs(BEFORE_FIRST_BLOCK, x, hw)
         outs = []

@@ -58,20 +58,19 @@ class CPVTQKOnly(CPVT):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        if self.num_layers - 1 in self.peg_positions:
-            raise ValueError(
-                f'CPVTQKOnly: a PEG after the last encoder '
-                f'({self.num_layers - 1}) has no next encoder to feed; '
-                f'remove it from peg_positions')
+        last = self.num_layers - 1  # else its PEG would feed nothing
+        assert str(last) not in self.pegs, \
+            f'peg_positions must not hold {last}: a PEG after the last ' \
+            f'encoder has no next encoder to feed'
 
     def _qk_pos(self, position: int, x: torch.Tensor, hw_shape):
-        """F(x) of the PEG at ``position``, None where there is none."""
-        peg = self.pegs[str(position)] if str(position) in self.pegs else None
-        return None if peg is None else peg(x, hw_shape) - x
+        """F(x) of the PEG at ``position``; None where there is none."""
+        if str(position) not in self.pegs:
+            return None
+        return self.pegs[str(position)](x, hw_shape) - x
 
     def forward(self, x: torch.Tensor) -> tuple:
         """CPVT's, with each PEG's F(x) given to the next encoder."""
-        self._check_input(x)
         x, hw = self._embed(x)
         qk_pos = self._qk_pos(-1, x, hw)
         outs = []

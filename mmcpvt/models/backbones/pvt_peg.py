@@ -11,11 +11,14 @@ import torch
 import torch.nn as nn
 from mmcv.cnn import build_norm_layer
 from mmengine.model import ModuleList
+from mmengine.utils import to_2tuple
 
 from mmcpvt.registry import register_model
-from ..checks import Arch, Choice
 from ..layers import LearnedPositionEmbedding, TransformerBlock, nlc_to_nchw
-from .base import BEFORE_FIRST_BLOCK, BaseBackbone, patch_embed
+from .base import (BEFORE_FIRST_BLOCK, BaseBackbone, arch_settings,
+                   drop_path_rates, patch_embed, stage_indices)
+
+OUT_TYPES = ('featmap', 'avg_featmap', 'cls_token')
 
 
 @register_model
@@ -64,10 +67,6 @@ class PVTPEG(BaseBackbone):
                               (('l', 'large'), [3, 8, 27, 3])]
         for name in names
     }
-    ARGS = dict(BaseBackbone.ARGS, **BaseBackbone.STAGE_ARGS,
-                arch=Arch(arch_zoo),
-                out_type=Choice('featmap', 'avg_featmap', 'cls_token'),
-                pos_embed=Choice('none', 'learned'))
 
     def __init__(self, arch: Union[str, dict] = 'tiny', in_channels: int = 3,
                  patch_sizes: Sequence[int] = (4, 2, 2, 2),
@@ -82,24 +81,33 @@ class PVTPEG(BaseBackbone):
                  norm_after_stage: bool = False, frozen_stages: int = -1,
                  norm_eval: bool = False, with_cp: bool = False,
                  init_cfg: Optional[Union[dict, list]] = None):
-        super().__init__(locals())  # checked against ARGS
-        s = self.arch_settings
-        self.embed_dims = s['embed_dims']
-        self.map_strides = self.patch_sizes  # see _find_min_input_size
+        arch = arch_settings(arch, self.arch_zoo)
+        super().__init__(len(arch['depths']), peg_cfg, frozen_stages,
+                         norm_eval, with_cp, init_cfg)
+        self.num_stages = len(arch['depths'])
+        # else a GAP or no table would be taken without a word
+        assert out_type in OUT_TYPES, \
+            f'out_type must be one of {OUT_TYPES}, got {out_type!r}'
+        assert pos_embed in ('none', 'learned'), \
+            f"pos_embed must be 'none' or 'learned', got {pos_embed!r}"
+        assert len(peg_positions) == self.num_stages, \
+            f'peg_positions needs an entry per stage, got {peg_positions}'
+        # a reduced map has no place for the class token
+        assert out_type != 'cls_token' or arch['sr_ratios'][-1] == 1, \
+            f"out_type='cls_token' needs arch sr_ratios 1 in the last " \
+            f"stage, got {arch['sr_ratios']}"
+        self.embed_dims = arch['embed_dims']
+        self.out_type = out_type
+        self.out_indices = stage_indices(out_indices, self.num_stages)
         self.with_cls_token = out_type == 'cls_token'
-        if self.with_cls_token and s['sr_ratios'][-1] != 1:
-            raise ValueError(f"PVTPEG: out_type='cls_token' needs sr_ratios "
-                             f"1 in the last stage, got arch sr_ratios "
-                             f"{s['sr_ratios']}; change model.backbone.arch")
 
-        dpr = iter(torch.linspace(0, drop_path_rate,
-                                  sum(s['depths'])).tolist())
+        dpr = iter(drop_path_rates(drop_path_rate, sum(arch['depths'])))
         self.pos_embeds = ModuleList() if pos_embed == 'learned' else None
         self.drop_after_pos = nn.Dropout(drop_rate)
         self.patch_embeds, self.stages, self.pegs, self.norms = (
             ModuleList() for _ in range(4))
         in_dims, stride = in_channels, 1
-        for i in range(self.num_stages):
+        for i, depth in enumerate(arch['depths']):
             dims = self.embed_dims[i]
             stride *= patch_sizes[i]
             last = i == self.num_stages - 1
@@ -108,7 +116,7 @@ class PVTPEG(BaseBackbone):
             self.patch_embeds.append(patch_embed(in_dims, dims, patch_sizes[i],
                                                  norm_cfg=dict(type='LN')))
             if self.pos_embeds is not None:
-                grid = tuple(-(-x // stride) for x in self.img_size)
+                grid = tuple(-(-x // stride) for x in to_2tuple(img_size))
                 self.pos_embeds.append(
                     LearnedPositionEmbedding(
                         dims, grid, int(last and self.with_cls_token),
@@ -116,24 +124,25 @@ class PVTPEG(BaseBackbone):
             self.stages.append(
                 ModuleList([
                     TransformerBlock(
-                        dims, s['num_heads'][i], dims * s['mlp_ratios'][i],
-                        drop_rate=drop_rate, attn_drop_rate=attn_drop_rate,
+                        dims, arch['num_heads'][i],
+                        dims * arch['mlp_ratios'][i], drop_rate=drop_rate,
+                        attn_drop_rate=attn_drop_rate,
                         drop_path_rate=next(dpr), qkv_bias=qkv_bias,
-                        sr_ratio=s['sr_ratios'][i], norm_cfg=norm_cfg)
-                    for _ in range(s['depths'][i])
+                        sr_ratio=arch['sr_ratios'][i], norm_cfg=norm_cfg)
+                    for _ in range(depth)
                 ]))
             # 'pegs.1.0' follows block 0 of stage 1; the class token (if
             # any) joins the tokens in the last stage
             self.pegs.append(
-                self.build_pegs(self.peg_positions[i], dims,
-                                int(last and self.with_cls_token)))
+                self.build_pegs(peg_positions[i], depth, dims,
+                                int(last and self.with_cls_token),
+                                name=f'peg_positions[{i}]'))
             self.norms.append(
                 build_norm_layer(norm_cfg, dims)[1]
                 if norm_after_stage or last else nn.Identity())
             in_dims = dims
         if self.with_cls_token:
             self.cls_token = nn.Parameter(torch.zeros(1, 1, dims))
-        self._find_min_input_size()
         self.train(self.training)
 
     def frozen_modules(self) -> list:
@@ -146,7 +155,7 @@ class PVTPEG(BaseBackbone):
         return frozen
 
     def forward(self, x: torch.Tensor) -> tuple:
-        self._check_input(x)
+        assert x.dim() == 4, f'x must be (B, C, H, W), got {tuple(x.shape)}'
         B, outs, last = x.shape[0], [], self.num_stages - 1
         for i, blocks in enumerate(self.stages):
             x, hw = self.patch_embeds[i](x)  # (B, C, H, W) -> (B, H*W, C)

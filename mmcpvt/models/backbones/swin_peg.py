@@ -15,10 +15,10 @@ from mmengine.model import BaseModule, ModuleList
 from mmengine.model.weight_init import trunc_normal_
 
 from mmcpvt.registry import register_model
-from ..checks import Arch, Choice
 from ..layers import (TransformerBlock, nlc_to_nchw,
                       relative_position_index)
-from .base import BEFORE_FIRST_BLOCK, BaseBackbone, patch_embed
+from .base import (BEFORE_FIRST_BLOCK, BaseBackbone, arch_settings,
+                   drop_path_rates, patch_embed, stage_indices)
 
 
 class SwinBlock(TransformerBlock):
@@ -169,8 +169,6 @@ class SwinPEG(BaseBackbone):
                                    (('b', 'base'), 128, 18)]
         for name in names
     }
-    ARGS = dict(BaseBackbone.ARGS, **BaseBackbone.STAGE_ARGS,
-                arch=Arch(arch_zoo), out_type=Choice('featmap', 'avg_featmap'))
 
     def __init__(self, arch: Union[str, dict] = 'tiny', in_channels: int = 3,
                  patch_size: int = 4, window_size: int = 7,
@@ -182,30 +180,37 @@ class SwinPEG(BaseBackbone):
                  norm_cfg: dict = dict(type='LN'), frozen_stages: int = -1,
                  norm_eval: bool = False, with_cp: bool = False,
                  init_cfg: Optional[Union[dict, list]] = None):
-        super().__init__(locals())  # checked against ARGS
-        s = self.arch_settings
-        # patch embedding, then patch merging (see _find_min_input_size)
-        self.map_strides = (patch_size, ) + (2, ) * (self.num_stages - 1)
-        dims = [s['embed_dims'] * 2**i for i in range(self.num_stages)]
+        arch = arch_settings(arch, self.arch_zoo)
+        super().__init__(len(arch['depths']), peg_cfg, frozen_stages,
+                         norm_eval, with_cp, init_cfg)
+        self.num_stages = len(arch['depths'])
+        # else no output would be made without a word
+        assert out_type in ('featmap', 'avg_featmap'), \
+            f"out_type must be 'featmap' or 'avg_featmap', got {out_type!r}"
+        assert len(peg_positions) == self.num_stages, \
+            f'peg_positions needs an entry per stage, got {peg_positions}'
+        dims = [arch['embed_dims'] * 2**i for i in range(self.num_stages)]
         self.embed_dims = dims  # per stage
+        self.out_type = out_type
+        self.out_indices = stage_indices(out_indices, self.num_stages)
 
         self.patch_embed = patch_embed(in_channels, dims[0], patch_size,
                                        norm_cfg=norm_cfg)
         self.drop_after_pos = nn.Dropout(drop_rate)
-        dpr = iter(torch.linspace(0, drop_path_rate,
-                                  sum(s['depths'])).tolist())
+        dpr = iter(drop_path_rates(drop_path_rate, sum(arch['depths'])))
         self.stages, self.pegs, self.downsamples = (ModuleList()
                                                     for _ in range(3))
-        for i, depth in enumerate(s['depths']):
+        for i, depth in enumerate(arch['depths']):
             self.stages.append(ModuleList([
-                SwinBlock(dims[i], s['num_heads'][i], mlp_ratio * dims[i],
+                SwinBlock(dims[i], arch['num_heads'][i], mlp_ratio * dims[i],
                           window_size=window_size, shift=j % 2 == 1,
                           drop_rate=drop_rate, attn_drop_rate=attn_drop_rate,
                           drop_path_rate=next(dpr), qkv_bias=qkv_bias,
                           norm_cfg=norm_cfg) for j in range(depth)
             ]))
             # 'pegs.2.0' follows block 0 of stage 2
-            self.pegs.append(self.build_pegs(self.peg_positions[i], dims[i]))
+            self.pegs.append(self.build_pegs(peg_positions[i], depth, dims[i],
+                                             name=f'peg_positions[{i}]'))
             if i < self.num_stages - 1:
                 self.downsamples.append(
                     PatchMerging(dims[i], dims[i + 1], norm_cfg))
@@ -217,7 +222,6 @@ class SwinPEG(BaseBackbone):
             ])
         else:
             self.norm = build_norm_layer(norm_cfg, dims[-1])[1]
-        self._find_min_input_size()
         self.train(self.training)
 
     def frozen_modules(self) -> list:
@@ -233,7 +237,7 @@ class SwinPEG(BaseBackbone):
         return frozen
 
     def forward(self, x: torch.Tensor) -> tuple:
-        self._check_input(x)
+        assert x.dim() == 4, f'x must be (B, C, H, W), got {tuple(x.shape)}'
         x, hw = self.patch_embed(x)  # (B, C, H, W) -> (B, H*W, C)
         x = self.drop_after_pos(x)
         outs = []

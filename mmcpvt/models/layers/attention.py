@@ -52,10 +52,6 @@ class Attention(BaseModule):
         if embed_dims % num_heads != 0:
             raise ValueError(f'embed_dims ({embed_dims}) must be divisible '
                              f'by num_heads ({num_heads})')
-        if rpe_cfg is not None and sr_ratio > 1:
-            raise ValueError(f'Attention: the relative position encoding '
-                             f'(rpe_cfg) needs keys on the query map, so '
-                             f'sr_ratio=1, got sr_ratio={sr_ratio}')
         self.num_heads = num_heads
         self.head_dims = embed_dims // num_heads
         self.scale = self.head_dims**-0.5

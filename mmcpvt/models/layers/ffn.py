@@ -13,12 +13,6 @@ class FFN(_MMCVFFN):
     memory (docs/benchmarks.md gives the figure that keeps this).
     """
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        if self.num_fcs != 2:
-            raise ValueError(f'mmcpvt FFN has two layers, got num_fcs='
-                             f'{self.num_fcs}')
-
     def forward(self, x: torch.Tensor, identity=None) -> torch.Tensor:
         fc1, act, drop1 = self.layers[0]
         fc2, drop2 = self.layers[1], self.layers[2]

@@ -8,7 +8,6 @@ from mmcv.cnn import build_activation_layer, build_norm_layer
 from mmengine.model import BaseModule, ModuleDict
 
 from mmcpvt.registry import register_model
-from ..checks import Choice, Flag, Int, check_args
 from .utils import nchw_to_nlc, nlc_to_nchw
 
 
@@ -39,11 +38,6 @@ class ConditionalPositionEncoding(BaseModule):
         num_extra_tokens (int): Leading (class) tokens. Defaults to 0.
         init_cfg (dict, optional): Initialization config. Defaults to None.
     """
-    ARGS = dict(in_channels=Int(1), embed_dims=Int(1), stride=Int(1),
-                kernel_size=Int(1, odd=True), num_layers=Int(1), frozen=Flag(),
-                depthwise=Flag(), num_extra_tokens=Int(0), padding_mode=Choice(
-                    'zeros', 'reflect', 'replicate', 'circular'),
-                padding=lambda a: Int(0, a['kernel_size'] // 2, none=True))
 
     def __init__(self, in_channels: int, embed_dims: int = 768,
                  stride: int = 1, kernel_size: int = 3, depthwise: bool = True,
@@ -52,22 +46,21 @@ class ConditionalPositionEncoding(BaseModule):
                  padding_mode: str = 'zeros', frozen: bool = False,
                  num_extra_tokens: int = 0, init_cfg: Optional[dict] = None):
         super().__init__(init_cfg=init_cfg)
-        vars(self).update(  # the checked arguments become attributes
-            check_args('PEG', locals(), self.ARGS, 'model.backbone.peg_cfg.'))
-        if depthwise and in_channels != embed_dims:
-            raise ValueError(f'PEG: a depth-wise PEG needs in_channels == '
-                             f'embed_dims, got {in_channels} and '
-                             f'{embed_dims}; set depthwise=False')
-        p = self.padding = kernel_size // 2 if padding is None else padding
+        # an even kernel would grow the map by one, and padding beyond
+        # (k-1)/2 too: torch's message would then be a size mismatch
+        assert kernel_size > 0 and kernel_size % 2 == 1, \
+            f'PEG kernel_size must be a positive odd int, got {kernel_size}'
+        p = kernel_size // 2 if padding is None else padding
+        assert 0 <= p <= kernel_size // 2, \
+            f'PEG padding must be from 0 to {kernel_size // 2}, got {padding}'
+        self.stride = stride
+        self.kernel_size = kernel_size
+        self.padding = p
+        self.num_layers = num_layers
+        self.frozen = frozen
+        self.num_extra_tokens = num_extra_tokens
         self.with_identity = (stride == 1 and in_channels == embed_dims
                               and p == kernel_size // 2)
-        # the smallest map side F takes (reflect pads need > p cells, circular
-        # >= p; PyTorch's rules), worked out from its output (1 cell) back
-        size, need = 1, {'reflect': p + 1, 'circular': p}.get(padding_mode, 1)
-        for i in reversed(range(num_layers)):
-            size = max(need, (size - 1) * (stride if i == 0 else 1) +
-                       kernel_size - 2 * p)
-        self.min_map_size = size
         layers = []
         for i in range(num_layers):
             layers.append(nn.Conv2d(
@@ -87,17 +80,10 @@ class ConditionalPositionEncoding(BaseModule):
         self.proj.train(mode and not self.frozen)  # frozen: BN stats too
         return self
 
-    def extra_repr(self) -> str:  # the settings that errors show
-        return ', '.join(f'{k}={getattr(self, k)!r}' for k in (
-            'kernel_size', 'padding', 'padding_mode', 'num_layers'))
-
     def out_hw_shape(self, hw_shape: Sequence[int]) -> Tuple[int, int]:
         """The (H', W') of the map that :meth:`forward` returns for an
         (H, W) map: (H, W) unless ``padding`` < (k-1)/2 or stride > 1."""
-        m, k, p = self.min_map_size, self.kernel_size, self.padding
-        if min(hw_shape) < m:
-            raise ValueError(f'PEG({self.extra_repr()}) needs a token map of '
-                             f'at least {m}x{m}, got {tuple(hw_shape)}')
+        k, p = self.kernel_size, self.padding
         return tuple((s + 2 * p - k) // self.stride + 1 - (self.num_layers - 1)
                      * (k - 1 - 2 * p) for s in hw_shape)
 
@@ -105,15 +91,7 @@ class ConditionalPositionEncoding(BaseModule):
                 hw_shape: Sequence[int]) -> torch.Tensor:
         """Tokens (B, ``num_extra_tokens`` + H*W, C) and the (H, W) of the
         map -> tokens (B, N', C') whose map is :meth:`out_hw_shape` (H, W)."""
-        (H, W), n = hw_shape, self.num_extra_tokens
-        # one branch of int comparisons; the message is worked out off it
-        if x.dim() != 3 or x.shape[1:] != (H * W + n, self.in_channels) or min(
-                H, W) < self.min_map_size:
-            self.out_hw_shape(hw_shape)  # refuses a map that is too small
-            raise ValueError(
-                f'PEG takes tokens (B, N, C) with N = num_extra_tokens + H*W '
-                f'= {n} + {H}*{W} = {H * W + n} (hw_shape) and C = in_channels'
-                f' = {self.in_channels}, got a {tuple(x.shape)} tensor')
+        n = self.num_extra_tokens
         feat = nlc_to_nchw(x[:, n:], hw_shape)  # (B, C, H, W)
         out = self.proj(feat) + feat if self.with_identity else self.proj(feat)
         out = nchw_to_nlc(out)  # (B, H'*W', C')

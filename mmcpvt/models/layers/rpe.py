@@ -12,8 +12,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 from mmengine.model.weight_init import trunc_normal_
 
-from ..checks import Int, check_args
-
 
 def relative_position_index(hw_shape: Sequence[int], num_extra_tokens: int,
                             clip_distance: int,
@@ -60,8 +58,6 @@ class RelativePositionEncoding2d(nn.Module):
 
     def __init__(self, head_dims: int, clip_distance: int = 8):
         super().__init__()
-        check_args('RelativePositionEncoding2d', locals(),
-                   dict(clip_distance=Int(1)), 'model.backbone.rpe_cfg.')
         self.head_dims = head_dims
         self.clip_distance = clip_distance
         self.scale = head_dims**-0.5
@@ -79,14 +75,8 @@ class RelativePositionEncoding2d(nn.Module):
         """Queries (B, heads, N, head_dims), of which the first
         ``N - H*W`` are extra tokens, and the (H, W) of the map -> the
         attention bias (B, heads, N, N)."""
-        if hw_shape is None:
-            raise ValueError('RelativePositionEncoding2d needs the (H, W) of '
-                             'the token map: pass hw_shape to the attention')
         B, heads, N, _ = q.shape
         num_extra = N - hw_shape[0] * hw_shape[1]
-        if num_extra < 0:
-            raise ValueError(f'RelativePositionEncoding2d got {N} tokens for '
-                             f'a {hw_shape[0]}x{hw_shape[1]} token map')
         key = (tuple(hw_shape), num_extra, q.device)
         if key not in self._index_cache:
             self._index_cache[key] = relative_position_index(

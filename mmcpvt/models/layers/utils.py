@@ -11,10 +11,8 @@ def nlc_to_nchw(x: torch.Tensor, hw_shape: Sequence[int]) -> torch.Tensor:
     A view in channels-last memory, no copy: convolutions take it as it is
     and run their channels-last kernels. Call ``.contiguous()`` where an
     NCHW-contiguous map is wanted (outputs for a neck)."""
-    B, N, C = x.shape
+    B, _, C = x.shape
     H, W = hw_shape
-    if N != H * W:
-        raise ValueError(f'{N} tokens do not make a {H}x{W} map')
     # (B, H*W, C) -> (B, H, W, C) -> (B, C, H, W)
     return x.reshape(B, H, W, C).permute(0, 3, 1, 2)
 

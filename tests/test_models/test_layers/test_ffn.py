@@ -64,8 +64,3 @@ def test_in_place_activation_saves_the_hidden_allocation(monkeypatch):
     assert calls == [1]
     ours(x).sum().backward()  # autograd: out of place, backward works
     assert calls == [1]
-
-
-def test_only_two_layers():
-    with pytest.raises(ValueError, match='num_fcs=3'):
-        FFN(embed_dims=8, feedforward_channels=16, num_fcs=3)

@@ -118,37 +118,25 @@ def test_padding_sets_the_output_map(k, padding, num_layers, shrink):
     assert torch.equal(peg(x, (H, W)), expected)
 
 
-def test_a_map_too_small_for_an_unpadded_peg_is_explained():
-    with pytest.raises(ValueError, match=r'at least 3x3, got \(2, 5\)'):
-        PEG(4, 4, padding=0)(torch.randn(1, 10, 4), (2, 5))
-
-
 @pytest.mark.parametrize('kwargs, error, match', [
-    (dict(kernel_size=4), ValueError, 'kernel_size must be an odd int'),
-    (dict(padding_mode='none'), ValueError, 'padding_mode'),
-    (dict(num_layers=0), ValueError, 'num_layers'),
-    (dict(padding=2), ValueError,
-     r'padding must be None or an int from 0 to 1, got 2'),
-    (dict(padding=-1), ValueError, 'padding'),
-    # not an int: a TypeError, as for every argument
-    (dict(padding=True), TypeError, r'padding .*got True \(a bool\)'),
-    (dict(kernel_size=7, padding=1.5), TypeError,
-     r'from 0 to 3, got 1.5 \(a float\)'),
+    (dict(kernel_size=4), AssertionError,
+     'PEG kernel_size must be a positive odd int, got 4'),
+    (dict(padding=2), AssertionError,
+     'PEG padding must be from 0 to 1, got 2'),
+    (dict(padding=-1), AssertionError, 'got -1'),
+    # torch's
+    (dict(padding_mode='none'), ValueError,
+     "padding_mode must be one of .* but got padding_mode='none'"),
 ])
-def test_bad_arguments_are_explained(kwargs, error, match):
+def test_bad_arguments_are_refused(kwargs, error, match):
     with pytest.raises(error, match=match):
         PEG(4, 4, **kwargs)
 
 
-def test_depthwise_needs_equal_channels():
-    with pytest.raises(ValueError, match='depthwise=False'):
+def test_depthwise_needs_equal_channels_as_torch_says():
+    with pytest.raises(ValueError, match='in_channels must be divisible by '
+                       'groups'):
         PEG(4, 8)
-
-
-def test_token_count_mismatch_is_explained():
-    with pytest.raises(ValueError, match=r'N = num_extra_tokens \+ H\*W = '
-                       r'0 \+ 3\*3 = 9 .*got a \(1, 5, 4\) tensor'):
-        PEG(4, 4)(torch.randn(1, 5, 4), (3, 3))
 
 
 def test_layout_helpers_round_trip_without_copies():
@@ -158,5 +146,6 @@ def test_layout_helpers_round_trip_without_copies():
     assert torch.equal(feat[1, 2, 1, 4], x[1, 1 * 5 + 4, 2])
     back = nchw_to_nlc(feat)
     assert torch.equal(back, x) and back.data_ptr() == x.data_ptr()
-    with pytest.raises(ValueError, match='15 tokens do not make a 4x4'):
+    with pytest.raises(RuntimeError, match=r"shape '\[2, 4, 4, 4\]' is "
+                       r'invalid for input of size 120'):
         nlc_to_nchw(x, (4, 4))

@@ -1,4 +1,3 @@
-import pytest
 import torch
 
 from mmcpvt.models.backbones import CPVT
@@ -109,26 +108,6 @@ def test_index_is_cached_per_map_size():
     rpe(q, (3, 4))
     rpe(q[..., :1 + 6, :], (2, 3))
     assert len(rpe._index_cache) == 2
-
-
-@pytest.mark.parametrize('kwargs, error, match', [
-    (dict(clip_distance=0), ValueError, 'must be an int >= 1, got 0'),
-    (dict(clip_distance=2.5), TypeError, r'got 2\.5 \(a float\)'),
-    (dict(clip_distance=True), TypeError, r'got True \(a bool\)'),
-])
-def test_bad_clip_distance_is_explained(kwargs, error, match):
-    with pytest.raises(error, match=r'RelativePositionEncoding2d: '
-                       r'clip_distance .*' + match + '; change '
-                       r'model.backbone.rpe_cfg.clip_distance'):
-        RelativePositionEncoding2d(8, **kwargs)
-
-
-def test_missing_or_wrong_map_is_explained():
-    rpe, q = _rpe_and_queries(3, 4)
-    with pytest.raises(ValueError, match='hw_shape'):
-        rpe(q, None)
-    with pytest.raises(ValueError, match='13 tokens for a 4x4'):
-        rpe(q, (4, 4))
 
 
 def _rpe_backbone_cfg():

@@ -31,8 +31,9 @@ sys.path.insert(0, osp.join(REPO, 'tools', 'dataset_converters'))
 import make_coco  # noqa: E402
 import make_imagenet  # noqa: E402
 from common import check_output_dir  # noqa: E402  (tools/common.py)
-from paired_bootstrap import (Accuracy, bootstrap, cell,  # noqa: E402
-                              interval, plot)
+
+from mmcpvt.evaluation.bootstrap import (Accuracy, bootstrap,  # noqa: E402
+                                         cell, interval, plot)
 
 RESAMPLES, SEED = 1000, 0  # of the bootstrap
 

@@ -26,12 +26,11 @@ import numpy as np
 import torch
 
 # tools/ (common.py, models.py), the instruments of analysis_tools/ and
-# visualization/, demo/paired_bootstrap.py, and the siblings digits_data.py
-# and digits_report.py, also when this file is imported by path
+# visualization/, and the siblings digits_data.py and digits_report.py,
+# also when this file is imported by path
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TOOLS = osp.join(REPO, 'tools')
 sys.path.insert(0, TOOLS)
-sys.path.insert(0, osp.join(REPO, 'demo'))
 sys.path.insert(0, osp.join(TOOLS, 'analysis_tools'))
 sys.path.insert(0, osp.join(TOOLS, 'visualization'))
 sys.path.insert(0, osp.dirname(osp.abspath(__file__)))

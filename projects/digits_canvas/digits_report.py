@@ -4,13 +4,12 @@ test sets, the summary, its markdown tables and plots (the test sets; the
 validation accuracy over the epochs), and ``--instruments`` (the position
 probe, translation equivariance and attention of the trained models).
 Imported by digits_canvas.py, which puts tools/, analysis_tools/,
-visualization/, demo/ and this directory on ``sys.path``.
+visualization/ and this directory on ``sys.path``.
 """
 import os.path as osp
 from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
-import paired_bootstrap as paired
 import torch
 from blocks import block_features
 from digits_data import (INSTRUMENT_IMAGES, LABELS, NUM_CLASSES, PIXEL_MEAN,
@@ -23,6 +22,8 @@ from translation_equivariance import REGIONS, translation_equivariance
 from vis_attention import (attention_maps, default_queries,
                            mean_attention_distance, save_matrix_png,
                            save_query_overlay)
+
+import mmcpvt.evaluation.bootstrap as paired
 
 ATTENTION_BLOCK = 1  # the paper's Fig. 5 shows the second encoder
 
@@ -186,13 +187,7 @@ def plot_validation(runs: List[dict], paths: Sequence[str]):
     ax.tick_params(labelsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc='lower right', frameon=False)
-    fig.tight_layout()
-    with matplotlib.rc_context({'svg.fonttype': 'none',
-                                'svg.hashsalt': 'digits-canvas'}):
-        for path in paths:
-            fig.savefig(path, dpi=110 if path.endswith('.png') else None,
-                        bbox_inches='tight', metadata=dict(Date=None)
-                        if path.endswith('.svg') else None)
+    paired.save_figure(fig, paths)
 
 
 def run_instruments(runs: List[dict], digits: torch.Tensor,
@@ -267,9 +262,9 @@ def run_instruments(runs: List[dict], digits: torch.Tensor,
         'canvases) and translation equivariance (relative error, circular '
         'shifts of 1-3 patches), interior / border tokens; mean attention '
         f'distance of block {ATTENTION_BLOCK}, head 0, in tokens [lowest, '
-        'highest seed]; means over the seeds', ['seeds',
-        'probe R² block 0', 'probe R² last', 'equiv. error block 0',
-        'equiv. error last', 'attention distance'],
+        'highest seed]; means over the seeds',
+        ['seeds', 'probe R² block 0', 'probe R² last', 'equiv. error block 0',
+         'equiv. error last', 'attention distance'],
         [(LABELS[name], [str(len(r['seeds']))] + [
             f'{fmt(r[k][b]["interior"])} / {fmt(r[k][b]["border"])}'
             for k in ('position_probe', 'equivariance') for b in r[k]] +

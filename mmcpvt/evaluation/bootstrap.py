@@ -1,8 +1,9 @@
-"""The statistics and figure that the demo (demo/demo.py) and the digit
+"""The statistics and figures that the demo (demo/demo.py) and the digit
 reproduction (projects/digits_canvas/digits_report.py) share: a score for any
 weighting of the test images, a two-level bootstrap over training runs and
 test images (the images paired between models and test sets), a figure with
-its 95 % interval, as a table cell and as points with bars.
+its 95 % interval, as a table cell and as points with bars, and the saving
+of a figure.
 """
 from typing import Callable, Dict, Optional, Sequence
 
@@ -110,8 +111,15 @@ def plot(panels: list, paths: list, title: str = ''):
                bbox_to_anchor=(1, 0.5), frameon=False)
     if title:
         fig.suptitle(title, fontsize=8, wrap=True)
+    save_figure(fig, paths)
+
+
+def save_figure(fig, paths: Sequence[str]):
+    """Save a matplotlib ``fig`` to each of ``paths`` (.png, .svg), laid
+    out tight; an SVG keeps its text as text (a small file) and the same
+    figure gives the same file (no date, a fixed hash salt)."""
+    import matplotlib
     fig.tight_layout()
-    # SVG text stays text (a small file); the same run, the same file
     with matplotlib.rc_context({'svg.fonttype': 'none',
                                 'svg.hashsalt': 'digits-canvas'}):
         for path in paths:

@@ -1,19 +1,11 @@
-"""The two-level bootstrap of demo/paired_bootstrap.py: training runs, then
-test images, the image draw paired between models and test sets."""
-import os.path as osp
-import sys
-
+"""The two-level bootstrap of mmcpvt.evaluation.bootstrap: training runs,
+then test images, the image draw paired between models and test sets; and
+its figures, saved alike."""
 import numpy as np
 import pytest
 
-from tests.utils import ROOT
-
-
-@pytest.fixture(scope='module')
-def paired():
-    sys.path.insert(0, osp.join(ROOT, 'demo'))
-    import paired_bootstrap
-    return paired_bootstrap
+from mmcpvt.evaluation.bootstrap import (Accuracy, bootstrap, interval,
+                                         save_figure)
 
 
 def nested(accuracies, num_images=400):
@@ -23,7 +15,7 @@ def nested(accuracies, num_images=400):
     return [np.arange(num_images) < num_images * a / 100 for a in accuracies]
 
 
-def test_seeds_that_disagree_widen_the_interval(paired):
+def test_seeds_that_disagree_widen_the_interval():
     """Two models whose 5 runs spread over 40 points and whose means differ
     by 10: the bootstrap over the images alone (the runs averaged first, one
     "run") excludes 0; the two-level one, which draws the runs as well,
@@ -32,11 +24,11 @@ def test_seeds_that_disagree_widen_the_interval(paired):
     images = {'1x': 'test'}
 
     def difference(runs_a, runs_b):
-        stats = paired.bootstrap(
-            {'a': {'1x': [paired.Accuracy(c) for c in runs_a]},
-             'b': {'1x': [paired.Accuracy(c) for c in runs_b]}},
+        stats = bootstrap(
+            {'a': {'1x': [Accuracy(c) for c in runs_a]},
+             'b': {'1x': [Accuracy(c) for c in runs_b]}},
             images, resamples=2000, seed=0)
-        return paired.interval(stats['a']['1x'] - stats['b']['1x'])
+        return interval(stats['a']['1x'] - stats['b']['1x'])
 
     one_level = difference([np.mean(a, 0)], [np.mean(b, 0)])
     two_level = difference(a, b)
@@ -47,15 +39,15 @@ def test_seeds_that_disagree_widen_the_interval(paired):
     assert two_level[1] < 0 < two_level[2]  # includes 0: the runs do not
 
 
-def test_images_paired_runs_kept_together(paired):
+def test_images_paired_runs_kept_together():
     """A model against itself on the same images gives zero differences in
     every resample (paired draws); a run keeps its figures together across
     tests (the kept ratio of a model whose runs each keep 100 % is 100 in
     every resample); the runs of another model are drawn independently."""
     rng = np.random.default_rng(0)
     runs = [rng.random(300) < p for p in (0.5, 0.7, 0.9)]
-    scores = [paired.Accuracy(c) for c in runs]
-    stats = paired.bootstrap(
+    scores = [Accuracy(c) for c in runs]
+    stats = bootstrap(
         {'a': {'1x': scores, '2x': scores}, 'b': {'1x': scores}},
         {'1x': 'test', '2x': 'test'}, resamples=300, seed=1)
     assert np.all(stats['a']['2x'] == stats['a']['1x'])
@@ -64,13 +56,26 @@ def test_images_paired_runs_kept_together(paired):
     assert not np.all(stats['a']['1x'] == stats['b']['1x'])  # runs drawn apart
 
 
-def test_one_run_is_the_image_bootstrap(paired):
+def test_one_run_is_the_image_bootstrap():
     """With one run per model the run draw changes nothing: the figures
     are the image bootstrap's, a mean of weighted scores."""
     c = np.random.default_rng(2).random(100) < 0.6
-    stats = paired.bootstrap({'a': {'1x': [paired.Accuracy(c)]}},
-                             {'1x': 'test'}, resamples=50, seed=3)
+    stats = bootstrap({'a': {'1x': [Accuracy(c)]}}, {'1x': 'test'},
+                      resamples=50, seed=3)
     rng = np.random.default_rng(3)
     rng.integers(0, 1, size=(50, 1))  # the (trivial) run draw comes first
     w = rng.multinomial(100, np.full(100, 1 / 100), size=50)
     assert np.allclose(stats['a']['1x'][1:], 100 * (w @ c) / 100)
+
+
+def test_a_figure_saves_the_same_file_twice(tmp_path):
+    """No date and a fixed hash salt in the SVG, its text kept as text."""
+    from matplotlib.figure import Figure
+    for name in ('a', 'b'):
+        fig = Figure()
+        fig.subplots().plot([0, 1], label='accuracy')
+        save_figure(fig, [str(tmp_path / f'{name}.svg'),
+                          str(tmp_path / f'{name}.png')])
+    svg = (tmp_path / 'a.svg').read_text()
+    assert svg == (tmp_path / 'b.svg').read_text() and '<text' in svg
+    assert (tmp_path / 'a.png').stat().st_size > 0

@@ -25,15 +25,13 @@ from typing import Callable, Dict, Optional
 
 import numpy as np
 
-REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 warnings.filterwarnings('ignore', 'pkg_resources is deprecated')
-sys.path.insert(0, osp.join(REPO, 'tools', 'dataset_converters'))
-import make_coco  # noqa: E402
-import make_imagenet  # noqa: E402
-from common import check_output_dir  # noqa: E402  (tools/common.py)
-
+from mmcpvt.datasets.synthetic import coco, imagenet  # noqa: E402
 from mmcpvt.evaluation.bootstrap import (Accuracy, bootstrap,  # noqa: E402
                                          cell, interval, plot)
+from mmcpvt.utils.path import check_output_dir  # noqa: E402
+
+REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
 RESAMPLES, SEED = 1000, 0  # of the bootstrap
 
@@ -113,7 +111,7 @@ TASKS: Dict[str, Task] = {
         models=(('PEG', 'configs/demo/retinanet_pvt-t-peg_demo_coco.py'),
                 ('learned PE',
                  'configs/demo/retinanet_pvt-t-learned-pe_demo_coco.py')),
-        make_data=make_coco.make_coco, generator=make_coco.GENERATOR,
+        make_data=coco.make_coco, generator=coco.GENERATOR,
         # objects of 0.16-0.5 of the side: at 192 px, what the anchors cover
         data=dict(num_train=160, num_val=120, seed=0,
                   object_scale=[0.16, 0.5], objects_per_image=[1, 5]),
@@ -142,8 +140,7 @@ TASKS: Dict[str, Task] = {
         models=(('PEG', 'configs/demo/cpvt-tiny-gap_demo_imagenet.py'),
                 ('learned PE',
                  'configs/demo/cpvt-tiny-learned-pe_demo_imagenet.py')),
-        make_data=make_imagenet.make_imagenet,
-        generator=make_imagenet.GENERATOR,
+        make_data=imagenet.make_imagenet, generator=imagenet.GENERATOR,
         data=dict(train_per_class=100, val_per_class=50, seed=0),
         quick_data=dict(train_per_class=20, val_per_class=6),
         canvas_data=lambda spec, c: dict(spec, train_per_class=0,

@@ -3,6 +3,7 @@ small configuration of every backbone, and running the tools as a user
 does."""
 import glob
 import http.server
+import importlib.util
 import os
 import os.path as osp
 import subprocess
@@ -38,6 +39,25 @@ def run_tool(*args, timeout=300):
     env = dict(os.environ, OMP_NUM_THREADS='1', MKL_NUM_THREADS='1')
     return subprocess.run([sys.executable, *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+def load_script(path):
+    """A command line of tools/, demo/ or projects/ (``path`` from the
+    repository root) as a module, imported from its file as ``python
+    path`` runs it, with its folder first on the path: a script imports
+    the installed mmcpvt, and a project its own modules beside it (which
+    stay imported)."""
+    path = osp.join(ROOT, path)
+    spec = importlib.util.spec_from_file_location(
+        '_' + osp.relpath(path, ROOT).replace('/', '_').replace('.', '_'),
+        path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, osp.dirname(path))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(osp.dirname(path))
+    return module
 
 
 def classifier(backbone, in_channels):

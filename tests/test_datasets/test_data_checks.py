@@ -24,11 +24,9 @@ from mmengine.registry import DefaultScope
 from PIL import Image
 
 from mmcpvt.datasets import CheckSegMap
+from mmcpvt.datasets.synthetic.ade20k import make_ade20k
+from mmcpvt.datasets.synthetic.coco import coco_classes, make_coco
 from tests.utils import ROOT
-
-sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
-from make_ade20k import make_ade20k  # noqa: E402
-from make_coco import coco_classes, make_coco  # noqa: E402
 
 SEG_CONFIG = 'configs/pvt_peg/fpn_pvt-t-peg_4xb4-80k_ade20k-512x512.py'
 DET_CONFIG = 'configs/retinanet_pvt_tiny_peg_1x_coco.py'

@@ -1,4 +1,4 @@
-"""The synthetic COCO and ADE20K sets of tools/dataset_converters load with
+"""The synthetic COCO and ADE20K sets of mmcpvt.datasets.synthetic load with
 the readers of the real ones: pycocotools' COCO, mmdet's CocoDataset and
 mmseg's ADE20KDataset, unchanged. The generators (COCO, ADE20K, ImageNet)
 delete only what they wrote, refuse bad arguments with a message, and show
@@ -9,20 +9,19 @@ import json
 import os
 import os.path as osp
 import re
-import sys
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from tests.utils import ROOT, explain, run_tool
-
-sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
-from make_ade20k import make_ade20k  # noqa: E402
-from make_coco import COCO_CATEGORIES, coco_classes, make_coco  # noqa: E402
-from make_imagenet import (_image_rng, make_imagenet,  # noqa: E402
-                           render_image)
-from shapes import SHAPES, polygon_mask, render_scene  # noqa: E402
+from mmcpvt.datasets.synthetic.ade20k import make_ade20k
+from mmcpvt.datasets.synthetic.coco import (COCO_CATEGORIES, coco_classes,
+                                            make_coco, read_info)
+from mmcpvt.datasets.synthetic.imagenet import (_image_rng, make_imagenet,
+                                                render_image)
+from mmcpvt.datasets.synthetic.shapes import (SHAPES, polygon_mask,
+                                              render_scene)
+from tests.utils import explain, run_tool
 
 K_COCO = 12  # reaches 'stop sign' (id 13): COCO ids are not contiguous
 K_ADE = 5
@@ -503,7 +502,6 @@ def test_overwrite_of_a_set_made_before_the_file_list(tmp_path):
 def test_interrupted_run_is_replaced_without_overwrite(tmp_path):
     """A run stopped half-way (its marker says complete=False) is not a
     data set, and a new run replaces it without --overwrite."""
-    from make_coco import read_info
     out = tmp_path / 'coco'
     make_coco(str(out), 3, 1, 48, 2)
     listed = _listed(str(out), 'make_coco.json')

@@ -3,7 +3,6 @@ their paired bootstrap (pycocotools' mAP reproduced, for any weighting of
 the test images), the table, and ``--task cls --quick`` end to end."""
 import contextlib
 import glob
-import importlib.util
 import io
 import json
 import os.path as osp
@@ -14,19 +13,12 @@ import time
 import numpy as np
 import pytest
 
-from tests.utils import ROOT, explain, run_tool
+from tests.utils import explain, load_script, run_tool
 
 
 @pytest.fixture(scope='module')
 def demo():
-    # by path (``import demo`` could find the folder); its sibling
-    # paired_bootstrap.py importable
-    sys.path.insert(0, osp.join(ROOT, 'demo'))
-    path = osp.join(ROOT, 'demo', 'demo.py')
-    spec = importlib.util.spec_from_file_location('_demo', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script('demo/demo.py')
 
 
 @pytest.mark.parametrize('name', ['det', 'cls'])
@@ -282,10 +274,10 @@ def test_run_all_runs_jobs_at_a_time(demo, tmp_path):
 def test_det_evaluation_keeps_what_mmdet_scores(demo, tmp_path):
     """A detection test (the untrained model, on a few generated images)
     keeps its detections, and their CocoScore is the mAP mmdet printed."""
-    import make_coco
+    from mmcpvt.datasets.synthetic.coco import make_coco
     root = str(tmp_path / 'data')
-    make_coco.make_coco(root, num_train=0, num_val=4, size=96, seed=0,
-                        object_scale=[0.3, 0.5])
+    make_coco(root, num_train=0, num_val=4, size=96, seed=0,
+              object_scale=[0.3, 0.5])
     out = str(tmp_path / 'test')
     demo.evaluate_model('det', [demo.Test(0, 0, 'untrained', str(
         tmp_path / 'u.pth'), root, 96, out)])

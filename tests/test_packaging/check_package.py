@@ -27,8 +27,9 @@ there stays invisible. The build runs in a copy of the source tree: setup.py
 writes the ``mmcpvt/.mim`` copies into the tree it builds, and the
 checkout's ``mmcpvt/.mim`` holds the links of its editable install.
 
-    .venv/bin/python tests/test_packaging/check_package.py      # about 1.5 minutes
-    .venv/bin/python tests/test_packaging/check_package.py --work-dir /tmp/chk --keep
+    .venv/bin/python tests/test_packaging/check_package.py  # ~1.5 minutes
+    .venv/bin/python tests/test_packaging/check_package.py \
+        --work-dir /tmp/chk --keep
 
 Prints a log (each command, then the lines of its output that matter) and
 exits with 1, naming the failed step, where any step fails.
@@ -44,10 +45,10 @@ import sysconfig
 import tempfile
 import time
 
+from mmcpvt.datasets.synthetic.coco import make_coco
+from mmcpvt.datasets.synthetic.imagenet import make_imagenet
+
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-sys.path.insert(0, osp.join(REPO, 'tools', 'dataset_converters'))
-from make_coco import make_coco  # noqa: E402
-from make_imagenet import make_imagenet  # noqa: E402
 
 # Not copied into the build tree: environments, outputs, generated files.
 SKIP = ('.git', '.venv', 'work_dirs', 'data', 'build', 'dist', 'checkpoints',

@@ -25,11 +25,9 @@ import pytest
 import torch
 
 import mmcpvt  # noqa: F401  (allow-lists mmengine's checkpoint types)
+from mmcpvt.datasets.synthetic.ade20k import make_ade20k
+from mmcpvt.datasets.synthetic.coco import coco_classes, make_coco
 from tests.utils import ROOT, explain, run_tool, runner_logs
-
-sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
-from make_ade20k import make_ade20k  # noqa: E402
-from make_coco import coco_classes, make_coco  # noqa: E402
 
 K = 3
 DET_BASE = osp.join(ROOT, 'configs', 'retinanet_pvt_tiny_peg_1x_coco.py')

@@ -28,10 +28,8 @@ import sys
 
 import pytest
 
+from mmcpvt.datasets.synthetic.imagenet import make_imagenet
 from tests.utils import ROOT, explain, free_port, run_tool
-
-sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
-from make_imagenet import make_imagenet  # noqa: E402
 
 BASE_CONFIG = osp.join(ROOT, 'configs', 'cpvt',
                        'cpvt-tiny-gap-p0-4_4xb256_in1k.py')

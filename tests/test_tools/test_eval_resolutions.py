@@ -14,22 +14,19 @@ import json
 import math
 import os.path as osp
 import re
-import sys
 
 import pytest
 from mmengine.config import Config
 from PIL import Image
 
+from mmcpvt.datasets.synthetic.ade20k import make_ade20k
+from mmcpvt.datasets.synthetic.imagenet import make_imagenet
 from tests.test_analysis.helpers import tool_module
 from tests.test_tools.test_analysis_tools import load_tool
 from tests.test_tools.test_det_seg_e2e import (K, SEG_BASE, SEG_CONFIG,
                                                det_config)
 from tests.test_tools.test_train_e2e import BASE_CONFIG, TEST_CONFIG
 from tests.utils import ROOT, explain, run_tool
-
-sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
-from make_ade20k import make_ade20k  # noqa: E402
-from make_imagenet import make_imagenet  # noqa: E402
 
 TOOL = 'tools/analysis_tools/eval_resolutions.py'
 # the pipeline rewrites and the test runs, next to the tool

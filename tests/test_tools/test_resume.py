@@ -10,7 +10,7 @@ that names it, and so is a checkpoint of another model.
 
 The model is a tiny CPVT classifier with the real config's random parts
 (RepeatAugSampler, RandomResizedCrop, flips, Mixup/CutMix, drop-path) on an
-ImageNet-layout set from tools/dataset_converters/make_imagenet.py.
+ImageNet-layout set from mmcpvt.datasets.synthetic.imagenet.
 """
 import glob
 import importlib.util
@@ -27,12 +27,11 @@ import pytest
 import torch
 
 import mmcpvt  # noqa: F401  (allow-lists mmengine's checkpoint types)
+from mmcpvt.datasets.synthetic.imagenet import make_imagenet
 from tests.utils import ROOT, explain, run_tool
 
 TOOLS = osp.join(ROOT, 'tools')
 BASE_CONFIG = osp.join(ROOT, 'configs', 'cpvt', 'cpvt-tiny_4xb256_in1k.py')
-sys.path.insert(0, osp.join(TOOLS, 'dataset_converters'))
-from make_imagenet import make_imagenet  # noqa: E402
 
 # 16 training images, batch 4: 4 iterations an epoch
 TEST_CONFIG = """\

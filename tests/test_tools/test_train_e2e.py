@@ -10,19 +10,17 @@ import os
 import os.path as osp
 import re
 import socket
-import sys
 
 import pytest
 import torch
 
 import mmcpvt  # noqa: F401  (allow-lists mmengine's checkpoint types)
+from mmcpvt.datasets.synthetic.imagenet import make_imagenet
 from tests.utils import ROOT, explain, run_tool, runner_logs
 
 TOOLS = osp.join(ROOT, 'tools')
 BASE_CONFIG = osp.join(ROOT, 'configs', 'cpvt',
                        'cpvt-tiny-gap-p0-4_4xb256_in1k.py')
-sys.path.insert(0, osp.join(TOOLS, 'dataset_converters'))
-from make_imagenet import make_imagenet  # noqa: E402
 
 NUM_CLASSES = 4
 SIZE = 48

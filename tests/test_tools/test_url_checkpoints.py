@@ -14,19 +14,15 @@ import functools
 import http.server
 import os
 import os.path as osp
-import sys
 import threading
 
 import pytest
 import torch
 
-from tests.utils import ROOT, QuietHandler, RunsCode, explain, run_tool
-
-sys.path.insert(0, osp.join(ROOT, 'tools', 'dataset_converters'))
-from make_imagenet import make_imagenet  # noqa: E402
-
-from tests.test_tools.test_train_e2e import (BASE_CONFIG,  # noqa: E402
-                                             NUM_CLASSES, SIZE, TEST_CONFIG)
+from mmcpvt.datasets.synthetic.imagenet import make_imagenet
+from tests.test_tools.test_train_e2e import (BASE_CONFIG, NUM_CLASSES, SIZE,
+                                             TEST_CONFIG)
+from tests.utils import QuietHandler, RunsCode, explain, run_tool
 
 
 @pytest.fixture(scope='module')

@@ -1,6 +1,6 @@
 """Render synthetic scenes of learnable objects for detection/segmentation
-(``make_coco.py``, ``make_ade20k.py``; ``make_imagenet.py`` draws one object
-with its parts).
+(:mod:`.coco`, :mod:`.ade20k`; :mod:`.imagenet` draws one object with its
+parts).
 
 A scene is a noisy, textured background with a few objects; class ``k`` is
 one shape (disc, square, triangle, ...; they cycle past ten classes) in its

@@ -1,7 +1,8 @@
-"""What the data set generators (``make_coco.py``, ``make_ade20k.py``,
-``make_imagenet.py``) share besides the renderer (``shapes.py``): the writer
-(argument checks, the output directory and its marker, the progress bar) and
-the command line. What they write, replace and refuse: docs/get_started.md,
+"""What the data set generators (:mod:`.coco`, :mod:`.ade20k`,
+:mod:`.imagenet`; the command lines ``tools/dataset_converters/make_*.py``)
+share besides the renderer (:mod:`.shapes`): the writer (argument checks,
+the output directory and its marker, the progress bar) and the command
+line. What they write, replace and refuse: docs/get_started.md,
 "Generated data sets".
 
 A generator keeps in ``--out`` a marker (``make_coco.json``, ...) with its
@@ -23,8 +24,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from PIL import Image
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
-from common import check_output_dir  # noqa: E402  (tools/common.py)
+from mmcpvt.utils.path import check_output_dir
+from . import shapes
 
 # name: (test of a value, what is allowed): the limits of the arguments
 Limits = Dict[str, Tuple[Callable, str]]
@@ -180,13 +181,13 @@ class Generator:
                 os.rmdir(folder)  # left empty
 
     def code_id(self) -> str:
-        """A digest of the generator's code (its tool, ``shapes.py`` and
-        ``generated.py``): a set made with another id may hold other images
-        for the same arguments."""
+        """A digest of the generator's code (the module of its ``write``,
+        :mod:`.shapes` and this one): a set made with another id may hold
+        other images for the same arguments."""
         digest = hashlib.sha1()
-        for name in (self.tool, 'shapes.py', 'generated.py'):
-            with open(osp.join(osp.dirname(osp.abspath(__file__)), name),
-                      'rb') as f:
+        for path in (inspect.getsourcefile(self.write), shapes.__file__,
+                     __file__):
+            with open(path, 'rb') as f:
                 digest.update(f.read())
         return digest.hexdigest()[:12]
 

@@ -24,7 +24,13 @@ from .base import (BEFORE_FIRST_BLOCK, BaseBackbone, arch_settings,
 class SwinBlock(TransformerBlock):
     """The shared transformer block with its attention run in windows of
     ``window_size``, shifted by half a window if ``shift``, plus Swin's
-    relative position bias; other arguments: :class:`TransformerBlock`."""
+    relative position bias; other arguments: :class:`TransformerBlock`.
+
+    Not mmpretrain's ``ShiftWindowMSA``: checkpoints name these tensors
+    ``attn.*`` (its ``w_msa.*``), and it decides the shift and the mask with
+    Python ints, which an ONNX export keeps at its example size (traced at
+    an 8x8 map, 0.65 off at 12x20; ours equal: test_swin_peg.py::
+    test_window_attention_is_traced_for_any_size)."""
 
     def __init__(self, *args, window_size: int = 7, shift: bool = False,
                  **kwargs):
@@ -117,7 +123,10 @@ class SwinBlock(TransformerBlock):
 
 class PatchMerging(BaseModule):
     """2x2 neighbourhood concatenation, norm and linear reduction 4C -> 2C;
-    odd sizes are zero-padded at the bottom/right."""
+    odd sizes are zero-padded at the bottom/right. Not mmcv's
+    ``PatchMerging`` (the same keys): its unfold orders the 4C channels
+    otherwise than Swin's checkpoints (test_swin_peg.py::
+    test_patch_merging_keeps_swins_channel_order)."""
 
     def __init__(self, in_channels: int, out_channels: int,
                  norm_cfg: dict = dict(type='LN')):

@@ -2,15 +2,13 @@ from .attention import Attention
 from .block import TransformerBlock
 from .ffn import FFN
 from .peg import ConditionalPositionEncoding, PEGs
-from .pos_embed import (LearnedPositionEmbedding, SinCos2dPositionEmbedding,
-                        sincos_2d)
+from .pos_embed import LearnedPositionEmbedding, SinCos2dPositionEmbedding
 from .rpe import RelativePositionEncoding2d, relative_position_index
 from .utils import nchw_to_nlc, nlc_to_nchw
 
 __all__ = [
     'Attention', 'FFN', 'TransformerBlock', 'ConditionalPositionEncoding',
-    'PEGs',
-    'LearnedPositionEmbedding', 'SinCos2dPositionEmbedding', 'sincos_2d',
+    'PEGs', 'LearnedPositionEmbedding', 'SinCos2dPositionEmbedding',
     'RelativePositionEncoding2d', 'relative_position_index', 'nchw_to_nlc',
     'nlc_to_nchw'
 ]

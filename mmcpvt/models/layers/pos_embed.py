@@ -10,6 +10,12 @@ from mmengine.model.weight_init import trunc_normal_
 class LearnedPositionEmbedding(nn.Module):
     """A learned position table (DeiT's, PVT's), resized for other sizes.
 
+    Resized here, not by mmpretrain's ``resize_pos_embed`` (the same
+    interpolation), which returns the table as it is at its own size: a
+    trace (ONNX export) there keeps that size for every input (exported at
+    64x64, onnxruntime fails at 48x80; test_cpvt.py::
+    test_learned_table_is_resized_in_a_trace).
+
     Args:
         embed_dims (int): Embedding dimension.
         grid_size (tuple[int]): (H, W) token grid the table is learned for.
@@ -54,25 +60,10 @@ class LearnedPositionEmbedding(nn.Module):
         return x + self.resized(hw_shape)
 
 
-def sincos_2d(hw_shape: Sequence[int], embed_dims: int,
-              temperature: float = 10000.) -> torch.Tensor:
-    """2-D sine-cosine table (H*W, C): a quarter of the channels each for
-    sin(y), cos(y), sin(x), cos(x) (MoCo v3 / MAE layout)."""
-    H, W = hw_shape
-    y, x = torch.meshgrid(
-        torch.arange(H, dtype=torch.float32),
-        torch.arange(W, dtype=torch.float32),
-        indexing='ij')
-    dim = embed_dims // 4
-    omega = 1. / temperature**(torch.arange(dim, dtype=torch.float32) / dim)
-    y = y.flatten()[:, None] * omega[None]  # (H*W, C/4)
-    x = x.flatten()[:, None] * omega[None]
-    return torch.cat((y.sin(), y.cos(), x.sin(), x.cos()), dim=1)
-
-
 class SinCos2dPositionEmbedding(nn.Module):
-    """Fixed 2-D sine-cosine embedding of the actual grid (cached per
-    size); extra (class) tokens get none.
+    """Fixed 2-D sine-cosine embedding of the actual grid (mmpretrain's
+    table, MoCo v3 / MAE layout, cached per size); extra (class) tokens get
+    none.
 
     Args:
         embed_dims (int): Embedding dimension (a multiple of 4).
@@ -81,9 +72,10 @@ class SinCos2dPositionEmbedding(nn.Module):
 
     def __init__(self, embed_dims: int, num_extra_tokens: int = 1):
         super().__init__()
-        if embed_dims % 4 != 0:
-            raise ValueError(f'sincos2d position embedding needs embed_dims '
-                             f'divisible by 4, got {embed_dims}')
+        # imported here: mmcpvt imports without mmpretrain, whose models
+        # take ~4 s to import
+        from mmpretrain.models.utils import build_2d_sincos_position_embedding
+        self.build_table = build_2d_sincos_position_embedding
         self.embed_dims = embed_dims
         self.num_extra_tokens = num_extra_tokens
         self._cache = {}
@@ -91,7 +83,10 @@ class SinCos2dPositionEmbedding(nn.Module):
     def forward(self, x: torch.Tensor, hw_shape: Sequence[int]):
         key = (tuple(hw_shape), x.device, x.dtype)
         if key not in self._cache:
-            self._cache[key] = sincos_2d(hw_shape, self.embed_dims).to(
-                device=x.device, dtype=x.dtype)
+            # its meshgrid takes (W, H): so the tokens come row by row, and
+            # a quarter of the channels each are sin(y), cos(y), sin(x),
+            # cos(x)
+            table = self.build_table(tuple(hw_shape)[::-1], self.embed_dims)
+            self._cache[key] = table.to(device=x.device, dtype=x.dtype)
         n = self.num_extra_tokens
         return torch.cat((x[:, :n], x[:, n:] + self._cache[key]), dim=1)

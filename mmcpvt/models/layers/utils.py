@@ -1,5 +1,6 @@
 """Token <-> map layout helpers shared by the PEG, the attention and the
-backbones."""
+backbones. mmdet and mmseg have both, but mmcpvt imports without either
+(mmcpvt/registry.py), and theirs copy the map where ours is a view."""
 from typing import Sequence
 
 import torch

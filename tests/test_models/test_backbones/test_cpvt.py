@@ -3,6 +3,7 @@ import torch
 import torch.nn.functional as F
 
 from mmcpvt.models.backbones import CPVT
+from mmcpvt.models.layers import LearnedPositionEmbedding
 from tests.utils import assert_compiles_at_two_sizes, n_params
 
 TINY = dict(embed_dims=32, num_layers=4, num_heads=2, feedforward_channels=64)
@@ -68,6 +69,29 @@ def test_learned_table_is_resized_bicubically():
     torch.testing.assert_close(resized[:, 1:],
                                ref.flatten(2).transpose(1, 2))
     assert model(torch.randn(1, 3, 96, 80))[0].shape == (1, 32)
+
+
+def test_learned_table_is_resized_in_a_trace():
+    """Why the table is resized by our code, not by mmpretrain's
+    resize_pos_embed: that returns the table as it is at its own size, so a
+    trace there (as an ONNX export makes) adds the 4x4 table at any size."""
+    from mmpretrain.models.utils import resize_pos_embed
+    pe = LearnedPositionEmbedding(32, (4, 4), 0).requires_grad_(False)
+
+    def ours(feat):  # the tokens of a map whose H and W are traced
+        return pe(feat.flatten(2).transpose(1, 2), feat.shape[2:])
+
+    def theirs(feat):
+        return feat.flatten(2).transpose(1, 2) + resize_pos_embed(
+            pe.pos_embed, (4, 4), feat.shape[2:], num_extra_tokens=0)
+
+    x, other = torch.randn(1, 32, 4, 4), torch.randn(1, 32, 5, 7)
+    with torch.no_grad():
+        traced = torch.jit.trace(ours, (x, ), check_trace=False)
+        torch.testing.assert_close(traced(other), ours(other))
+        with pytest.raises(RuntimeError, match=r'size of tensor a \(35\) '
+                           r'must match the size of tensor b \(16\)'):
+            torch.jit.trace(theirs, (x, ), check_trace=False)(other)
 
 
 def test_sincos2d_has_no_parameters_and_depends_on_position():

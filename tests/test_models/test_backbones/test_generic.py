@@ -1,8 +1,13 @@
-"""Generic checks that run over every registered backbone."""
+"""Generic checks that run over every registered backbone, and over
+TinyPEG: a fourth backbone written here on the skeleton, to show what a new
+one takes."""
 import pytest
 import torch
+from mmengine.model import ModuleList
 
 import mmcpvt  # noqa: F401
+from mmcpvt.models.backbones.base import BaseBackbone, patch_embed
+from mmcpvt.models.layers import TransformerBlock, nlc_to_nchw
 from mmcpvt.registry import MODELS
 from tests.utils import (BACKBONES, SMALL_BACKBONES,
                          assert_compiles_at_two_sizes)
@@ -10,14 +15,80 @@ from tests.utils import (BACKBONES, SMALL_BACKBONES,
 NON_BACKBONES = {'ConditionalPositionEncoding'}
 
 
+class TinyPEG(BaseBackbone):
+    """Two stages of transformer blocks at strides 4 and 8, PEGs at
+    ``peg_positions`` (one entry per stage), NCHW maps out."""
+
+    def __init__(self, dims=(16, 32), depths=(2, 1),
+                 peg_positions=((-1, 0), 0), peg_cfg=None, frozen_stages=-1,
+                 norm_eval=False, with_cp=False, init_cfg=None):
+        super().__init__(len(depths), peg_cfg, frozen_stages, norm_eval,
+                         with_cp, init_cfg)
+        self.patch_embeds = ModuleList(
+            patch_embed(c_in, c, p)
+            for c_in, c, p in zip((3, *dims), dims, (4, 2)))
+        self.stages = ModuleList(
+            ModuleList(TransformerBlock(c, 2, 2 * c) for _ in range(d))
+            for c, d in zip(dims, depths))
+        self.pegs = ModuleList(
+            self.build_pegs(p, d, c)
+            for p, d, c in zip(peg_positions, depths, dims))
+        self.train(self.training)
+
+    def frozen_modules(self) -> list:
+        return [m for i in range(self.frozen_stages)
+                for m in (self.patch_embeds[i], self.stages[i], self.pegs[i])]
+
+    def forward(self, x):
+        outs = []
+        for embed, blocks, pegs in zip(self.patch_embeds, self.stages,
+                                       self.pegs):
+            x, hw = embed(x)  # (B, C, H, W) -> (B, H*W, C)
+            x, hw = pegs(-1, x, hw)
+            for j, block in enumerate(blocks):
+                x = self.run_block(block, x, hw)
+                x, hw = pegs(j, x, hw)
+            x = nlc_to_nchw(x, hw).contiguous()  # -> (B, C, H, W)
+            outs.append(x)
+        return tuple(outs)
+
+
+CASES = BACKBONES + [('TinyPEG', {})]
+
+
+def build(name, cfg, **kwargs):
+    cls = TinyPEG if name == 'TinyPEG' else MODELS.get(name)
+    return cls(**cfg, **kwargs)
+
+
 def test_every_backbone_is_covered():
     registered = set(MODELS.module_dict) - NON_BACKBONES
     assert registered == set(SMALL_BACKBONES)
 
 
-@pytest.mark.parametrize('name, cfg', BACKBONES)
+def test_tiny_backbone_trains_a_step():
+    torch.manual_seed(0)
+    model = TinyPEG(frozen_stages=1)
+    model.init_weights()
+    model.train()
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    optimizer = torch.optim.AdamW(
+        [p for p in model.parameters() if p.requires_grad], lr=1e-3)
+    outs = model(torch.randn(2, 3, 40, 56))
+    assert [o.shape for o in outs] == [(2, 16, 10, 14), (2, 32, 5, 7)]
+    sum(o.square().mean() for o in outs).backward()
+    optimizer.step()
+    moved = {n for n, p in model.named_parameters()
+             if not torch.equal(p, before[n])}
+    assert {'pegs.1.0.proj.0.weight', 'stages.1.0.ln1.weight'} <= moved
+    assert not any(n.startswith(('pegs.0.', 'stages.0.', 'patch_embeds.0.'))
+                   for n in moved)  # frozen_stages=1
+    assert sorted(model.pegs[0]) == ['-1', '0']
+
+
+@pytest.mark.parametrize('name, cfg', CASES)
 def test_forward_backward_reaches_every_parameter(name, cfg):
-    model = MODELS.build(dict(type=name, **cfg))
+    model = build(name, cfg)
     model.init_weights()
     model.train()
     outs = model(torch.randn(2, 3, 61, 83))
@@ -44,12 +115,12 @@ def test_found_from_every_downstream_scope(name, cfg, scope):
 
 def _build(name, cfg, seed=0, **kwargs):
     torch.manual_seed(seed)
-    model = MODELS.build(dict(type=name, **cfg, **kwargs))
+    model = build(name, cfg, **kwargs)
     model.init_weights()
     return model
 
 
-@pytest.mark.parametrize('name, cfg', BACKBONES)
+@pytest.mark.parametrize('name, cfg', CASES)
 def test_pretrained_init_loads_a_classifier_checkpoint(name, cfg, tmp_path):
     """init_cfg Pretrained round trip: a classifier checkpoint of one
     model, loaded into a differently seeded one, gives its weights."""
@@ -118,9 +189,9 @@ def test_pretrained_url_unpickles_with_weights_only(tmp_path, monkeypatch):
     assert not RAN
 
 
-@pytest.mark.parametrize('name, cfg', BACKBONES)
+@pytest.mark.parametrize('name, cfg', CASES)
 def test_default_init_is_the_transformer_init(name, cfg):
-    model = MODELS.build(dict(type=name, **cfg))
+    model = build(name, cfg)
     model.init_weights()
     for n, m in model.named_modules():
         if isinstance(m, torch.nn.Linear):
@@ -131,7 +202,7 @@ def test_default_init_is_the_transformer_init(name, cfg):
             assert (m.weight == 1).all() and not m.bias.any(), n
 
 
-@pytest.mark.parametrize('name, cfg', BACKBONES)
+@pytest.mark.parametrize('name, cfg', CASES)
 def test_inference_without_autograd_gives_the_same_outputs(name, cfg):
     """Without autograd the FFN activates in place: the same numbers as
     with autograd (up to rounding: with an attention mask, SDPA may pick
@@ -150,7 +221,7 @@ def test_inference_without_autograd_gives_the_same_outputs(name, cfg):
         torch.testing.assert_close(o_inf, r.detach())
 
 
-@pytest.mark.parametrize('name, cfg', BACKBONES)
+@pytest.mark.parametrize('name, cfg', CASES)
 def test_gradient_checkpointing_gives_the_same_outputs_and_gradients(
         name, cfg):
     x = torch.randn(2, 3, 45, 61)
@@ -170,11 +241,12 @@ def test_gradient_checkpointing_gives_the_same_outputs_and_gradients(
         torch.testing.assert_close(grads[n], grads_cp[n], msg=n)
 
 
-@pytest.mark.parametrize('name', SMALL_BACKBONES)
+@pytest.mark.parametrize('name', [*SMALL_BACKBONES, 'TinyPEG'])
 def test_compiles_in_one_graph_at_two_sizes(name):
     """torch.compile(fullgraph=True) traces the whole backbone without a
     graph break (fullgraph raises on one) at two input sizes, and gives
     eager's outputs. The 'eager' backend runs the captured graph without
     code generation: the tracing is what is tested here, inductor's speed
     is measured by tools/analysis_tools/benchmark.py --compile."""
-    assert_compiles_at_two_sizes(_build(name, SMALL_BACKBONES[name][0]).eval())
+    cfg = SMALL_BACKBONES[name][0] if name in SMALL_BACKBONES else {}
+    assert_compiles_at_two_sizes(_build(name, cfg).eval())

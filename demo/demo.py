@@ -26,10 +26,10 @@ from typing import Callable, Dict, Optional
 import numpy as np
 
 warnings.filterwarnings('ignore', 'pkg_resources is deprecated')
+from mmcpvt.apis.cli import check_out_dir  # noqa: E402
 from mmcpvt.datasets.synthetic import coco, imagenet  # noqa: E402
 from mmcpvt.evaluation.bootstrap import (Accuracy, bootstrap,  # noqa: E402
                                          cell, interval, plot)
-from mmcpvt.utils.path import check_output_dir  # noqa: E402
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
@@ -221,8 +221,7 @@ def run_all(steps: list, progress: Callable = lambda: None,
 def evaluate_model(task_name: str, tests: list):
     """Run ``tests`` (:class:`Test` fields) one after the other, each with
     a runner as ``tools/test.py`` builds it, into its ``out`` folder."""
-    sys.path.insert(0, osp.join(REPO, 'tools', 'analysis_tools'))
-    from resolution import run_test, save_untrained, set_test_size
+    from mmcpvt.apis.resolution import run_test, save_untrained, set_test_size
     task = TASKS[task_name]
     for t in map(Test._make, tests):
         name, config = task.models[t.model]
@@ -525,10 +524,7 @@ def main(argv=None):
     os.chdir(REPO)  # relative paths are the repository's
     work_dir = args.work_dir or (f'work_dirs/demo_{args.task}' +
                                  '_quick' * args.quick)
-    try:
-        check_output_dir('--work-dir', work_dir, 'the results')
-    except ValueError as e:
-        parser.error(str(e))
+    check_out_dir(parser, '--work-dir', work_dir)
     if args.evaluate:  # tests, in a process of their own
         return evaluate_model(*json.loads(args.evaluate))
     sys.exit(run(args.task, args.quick, args.data_root, work_dir,

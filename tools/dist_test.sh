@@ -2,7 +2,7 @@
 # Distributed testing with torchrun, on one or several nodes.
 #   bash tools/dist_test.sh CONFIG CHECKPOINT GPUS [test.py options]
 # GPUS is the number of processes on this node, one per GPU. Without a GPU
-# they run on the CPUs with the gloo backend (tools/cpu_dist.py).
+# they run on the CPUs with the gloo backend (mmcpvt/apis/cpu_dist.py).
 # Several nodes: set NNODES, NODE_RANK, MASTER_ADDR and PORT on each.
 # PYTHON: the interpreter (tools/find_python.sh). Docs: docs/distributed.md.
 set -euo pipefail

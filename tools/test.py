@@ -13,17 +13,15 @@ empty, truncated and unsafe files. The metrics are printed at the end.
 """
 import argparse
 import os.path as osp
-import sys
 
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-import common  # noqa: E402
+import mmengine
+from mmengine.config import Config
 
-common.setup()
-import mmengine  # noqa: E402
-from mmengine.config import Config  # noqa: E402
+from mmcpvt.apis import cli
+from mmcpvt.engine import CheckpointFitHook
+from mmcpvt.utils.checkpoint import check_checkpoint
 
-from mmcpvt.engine import CheckpointFitHook  # noqa: E402
-from mmcpvt.utils.checkpoint import check_checkpoint  # noqa: E402
+cli.setup()
 
 
 def parse_args(argv=None):
@@ -39,8 +37,8 @@ def parse_args(argv=None):
     parser.add_argument('--out-item', choices=['pred', 'metrics'],
                         default='pred', help='what --out saves')
     parser.add_argument('--show-dir', help='save drawn predictions here')
-    args = common.parse_args(parser, argv)
-    common.require(parser, args.checkpoint, 'checkpoint')
+    args = cli.parse_args(parser, argv)
+    cli.require(parser, args.checkpoint, 'checkpoint')
     return args
 
 
@@ -55,8 +53,7 @@ def enable_visualization(cfg: Config, show_dir: str) -> None:
     scope = cfg.get('default_scope', None)
     try:  # (mmdet puts a relative one in a new folder of the work dir)
         if scope != 'mmdet' or osp.isabs(show_dir):
-            common.check_output_dir('--show-dir', show_dir,
-                                    'drawn predictions')
+            cli.check_output_dir('--show-dir', show_dir, 'drawn predictions')
     except ValueError as e:
         raise SystemExit(f'test.py: error: {e}') from None
     if scope == 'mmpretrain':
@@ -101,10 +98,10 @@ def check_out(out: str, item: str, scope: str, read=()) -> None:
     formats = OUT_FORMATS[item]
     try:
         if item == 'pred' and scope == 'mmseg':  # a directory of maps
-            common.check_output_dir('--out', out, "mmseg's prediction maps",
-                                    read)
+            cli.check_output_dir('--out', out, "mmseg's prediction maps",
+                                 read)
         else:
-            common.check_output('--out', out, f'results{formats[0]}', read)
+            cli.check_output('--out', out, f'results{formats[0]}', read)
             if not out.endswith(formats):
                 raise ValueError(f'--out {out}: with --out-item {item} it '
                                  f'takes a file name ending in '
@@ -115,11 +112,11 @@ def check_out(out: str, item: str, scope: str, read=()) -> None:
 
 def merge_args(cfg: Config, args) -> Config:
     """Apply the command line to ``cfg``; SystemExit on unusable options."""
-    cfg = common.apply_common_args(cfg, args)
+    cfg = cli.apply_common_args(cfg, args)
     cfg.load_from = args.checkpoint
     # a user's own config on CUDA: NMS needs mmcv's CUDA ops, refused early
     cfg.setdefault('default_hooks', {})
-    cfg.default_hooks.setdefault('cuda_ops', common.MMCPVT_HOOKS['cuda_ops'])
+    cfg.default_hooks.setdefault('cuda_ops', cli.MMCPVT_HOOKS['cuda_ops'])
     if args.show_dir:
         enable_visualization(cfg, args.show_dir)
     scope = cfg.get('default_scope', None)
@@ -142,9 +139,9 @@ def merge_args(cfg: Config, args) -> Config:
 def main(argv=None):
     args = parse_args(argv)
     cfg = merge_args(Config.fromfile(args.config), args)
-    with common.checkpoint_errors('test.py', cfg, args.checkpoint):
+    with cli.checkpoint_errors('test.py', cfg, args.checkpoint):
         check_checkpoint(args.checkpoint, state_dict=True)  # fails at once
-        runner = common.build_runner(cfg)
+        runner = cli.build_runner(cfg)
         # every tensor of the model (weights left random measure nothing)
         runner.register_hook(CheckpointFitHook(min_fraction=1.0))
         metrics = runner.test()

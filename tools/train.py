@@ -3,10 +3,11 @@
 The config's ``default_scope`` decides which library the runner builds
 from. mmcpvt's hooks (weights-only loads, seeding per epoch and step, the
 work-dir lock, atomic checkpoints; :mod:`mmcpvt.engine`) are added to a
-config that lacks them. ``--resume`` without a path takes the newest intact checkpoint of
-the work dir, and a resumed run trains as the uninterrupted one would
-(:class:`mmcpvt.engine.SeedHook`; with a GPU, bitwise equality also
-needs ``randomness=dict(seed=S, deterministic=True)``).
+config that lacks them. ``--resume`` without a path takes the newest
+intact checkpoint of the work dir, and a resumed run trains as the
+uninterrupted one would (:class:`mmcpvt.engine.SeedHook`; with a GPU,
+bitwise equality also needs ``randomness=dict(seed=S,
+deterministic=True)``).
 
     python tools/train.py configs/cpvt/cpvt-tiny_4xb256_in1k.py
     python tools/train.py CONFIG --resume [work_dirs/x/epoch_2.pth]
@@ -14,19 +15,15 @@ needs ``randomness=dict(seed=S, deterministic=True)``).
 """
 import argparse
 import os
-import os.path as osp
-import sys
 
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-import common  # noqa: E402
+from mmengine.config import Config
 
-common.setup()
-from mmengine.config import Config  # noqa: E402
+from mmcpvt.apis import cli
+from mmcpvt.apis.cpu_dist import has_accelerator
+from mmcpvt.apis.resume import checkpoint_problem, resume_latest
+from mmcpvt.engine import CheckpointFitHook, WorkDirLockHook
 
-from cpu_dist import has_accelerator  # noqa: E402
-from resume import checkpoint_problem, resume_latest  # noqa: E402
-
-from mmcpvt.engine import CheckpointFitHook, WorkDirLockHook  # noqa: E402
+cli.setup()
 
 
 def parse_args(argv=None):
@@ -43,16 +40,16 @@ def parse_args(argv=None):
                         help='scale the lr by the actual batch size')
     parser.add_argument('--no-validate', action='store_true',
                         help='do not evaluate during training')
-    args = common.parse_args(parser, argv)
+    args = cli.parse_args(parser, argv)
     if args.resume not in (None, 'auto'):
-        common.require(parser, args.resume, '--resume checkpoint')
+        cli.require(parser, args.resume, '--resume checkpoint')
     return args
 
 
 def merge_args(cfg: Config, args) -> Config:
     """Apply the command line to ``cfg``; SystemExit on unusable options."""
-    cfg = common.apply_common_args(cfg, args)
-    common.add_mmcpvt_hooks(cfg)
+    cfg = cli.apply_common_args(cfg, args)
+    cli.add_mmcpvt_hooks(cfg)
     if args.no_validate:
         cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
     if args.amp:
@@ -103,11 +100,11 @@ def main(argv=None):
     # before the runner writes the config into the work dir (rank 0)
     lock = None if rank(cfg.launcher) else acquire_lock(cfg.work_dir)
     try:
-        runner = common.build_runner(cfg)
+        runner = cli.build_runner(cfg)
         resume = cfg.get('load_from') if cfg.get('resume', False) else None
         if resume:  # all of the model (mmengine would load what fits)
             runner.register_hook(CheckpointFitHook(min_fraction=1.0))
-        with common.checkpoint_errors(
+        with cli.checkpoint_errors(
                 'train.py', cfg, resume and f'--resume {resume}',
                 f'\nResume with the config it was trained with; to start '
                 f'this config from the tensors that fit (fine-tuning), pass '

@@ -17,37 +17,23 @@ import math
 import multiprocessing
 import os
 import os.path as osp
-import sys
 import time
 from dataclasses import asdict
 from typing import Optional, Sequence
 
 import numpy as np
 import torch
+from mmengine.config import Config
 
-# tools/ (common.py, models.py), the instruments of analysis_tools/ and
-# visualization/, and the siblings digits_data.py and digits_report.py,
-# also when this file is imported by path
-REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-TOOLS = osp.join(REPO, 'tools')
-sys.path.insert(0, TOOLS)
-sys.path.insert(0, osp.join(TOOLS, 'analysis_tools'))
-sys.path.insert(0, osp.join(TOOLS, 'visualization'))
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-import common  # noqa: E402
-
-common.setup()
-from analysis_cli import check_out_dir  # noqa: E402
-from common import checked  # noqa: E402
-from digits_data import (CONTROL_VARIANTS, DEFAULT_VARIANTS,  # noqa: E402
-                         NUM_CLASSES, PIXEL_MEAN, PIXEL_STD, REFERENCE,
-                         TEST_SETS, VARIANT_NAMES, VARIANTS, Settings,
-                         load_split, make_test_sets, place, random_zoom,
-                         upscale)
-from digits_report import (markdown_tables, plot,  # noqa: E402
-                           plot_validation, run_instruments, summarise)
-from mmengine.config import Config  # noqa: E402
-from models import build_model as build_from_config  # noqa: E402
+from mmcpvt.apis.cli import check_out_dir, checked
+from mmcpvt.apis.model import build_model as build_from_config
+# this project's own modules, beside this file (the script's folder)
+from digits_data import (CONTROL_VARIANTS, DEFAULT_VARIANTS, NUM_CLASSES,
+                         PIXEL_MEAN, PIXEL_STD, REFERENCE, TEST_SETS,
+                         VARIANT_NAMES, VARIANTS, Settings, load_split,
+                         make_test_sets, place, random_zoom, upscale)
+from digits_report import (markdown_tables, plot, plot_validation,
+                           run_instruments, summarise)
 
 
 def model_config(variant: dict, settings: Settings) -> Config:
@@ -79,7 +65,7 @@ def model_config(variant: dict, settings: Settings) -> Config:
 
 def build_model(cfg: Config) -> torch.nn.Module:
     """Build and initialise ``cfg.model`` with mmpretrain's ``init_model``
-    (:func:`models.build_model` of tools/), drawing from torch's global
+    (:func:`mmcpvt.apis.model.build_model`), drawing from torch's global
     random state as seeded by the caller."""
     return build_from_config(cfg, seed=None)[0]
 
@@ -169,7 +155,7 @@ def train_and_test(name: str, seed: int, settings: Settings,
                    out_dir: str) -> dict:
     """One model: build, train, test and save it (``config.py`` and
     ``checkpoint.pth``, {'state_dict', 'meta'}, which mmpretrain's
-    ``init_model`` and tools/models.py load); returns its record
+    ``init_model`` and :mod:`mmcpvt.apis.model` load); returns its record
     (with ``correct``: test set -> (N,) bool). Runs in a worker process
     with ``--jobs`` above 1, so it rebuilds its data (a second or so)."""
     data = load_split(settings)

@@ -3,27 +3,25 @@ paired bootstrap of the accuracy each variant has and keeps at the larger
 test sets, the summary, its markdown tables and plots (the test sets; the
 validation accuracy over the epochs), and ``--instruments`` (the position
 probe, translation equivariance and attention of the trained models).
-Imported by digits_canvas.py, which puts tools/, analysis_tools/,
-visualization/ and this directory on ``sys.path``.
 """
 import os.path as osp
 from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 import torch
-from blocks import block_features
+
+import mmcpvt.evaluation.bootstrap as paired
+from mmcpvt.analysis.attention import (attention_maps, default_queries,
+                                       mean_attention_distance,
+                                       save_matrix_png, save_query_overlay)
+from mmcpvt.analysis.blocks import block_features
+from mmcpvt.analysis.equivariance import REGIONS, translation_equivariance
+from mmcpvt.analysis.position_probe import position_probe
+from mmcpvt.apis.model import build_model as build_from_config
+from mmcpvt.apis.model import get_backbone
 from digits_data import (INSTRUMENT_IMAGES, LABELS, NUM_CLASSES, PIXEL_MEAN,
                          PIXEL_STD, REFERENCE, TEST_SETS, VARIANT_NAMES,
                          VERSUS, Settings, place, upscale)
-from models import build_model as build_from_config
-from models import get_backbone
-from position_probe import position_probe
-from translation_equivariance import REGIONS, translation_equivariance
-from vis_attention import (attention_maps, default_queries,
-                           mean_attention_distance, save_matrix_png,
-                           save_query_overlay)
-
-import mmcpvt.evaluation.bootstrap as paired
 
 ATTENTION_BLOCK = 1  # the paper's Fig. 5 shows the second encoder
 
@@ -193,8 +191,8 @@ def plot_validation(runs: List[dict], paths: Sequence[str]):
 def run_instruments(runs: List[dict], digits: torch.Tensor,
                     settings: Settings) -> Tuple[dict, str]:
     """``--instruments``: the position probe, translation equivariance
-    (tools/analysis_tools/) and the attention of block
-    :data:`ATTENTION_BLOCK` (tools/visualization/vis_attention.py) of every
+    and the attention of block :data:`ATTENTION_BLOCK`
+    (:mod:`mmcpvt.analysis`) of every
     model in ``runs``, loaded back from its work_dir, on
     :data:`INSTRUMENT_IMAGES` of the (N, 1, 8, 8) ``digits`` at places of
     their own (what they measure: docs/reproduction.md, "Instruments on the

@@ -1,12 +1,8 @@
-"""Tiny models for the analysis tests, and the tools' modules (the
-instruments are in tools/, which is no package)."""
-import importlib
-import os.path as osp
-import sys
-
+"""Tiny models for the analysis tests."""
 import torch
 
 import mmcpvt  # noqa: F401
+from mmcpvt.apis.model import quiet_logs
 from mmcpvt.registry import MODELS
 
 TINY_ARCH = dict(embed_dims=32, num_layers=3, num_heads=2,
@@ -24,7 +20,7 @@ def build(type='CPVT', seed=0, **kwargs):
                       **kwargs)
     torch.manual_seed(seed)
     model = MODELS.build(dict(type=type, **kwargs))
-    with tool_module('tools/models.py').quiet_logs():
+    with quiet_logs():
         model.init_weights()
     return model.eval()
 
@@ -32,20 +28,3 @@ def build(type='CPVT', seed=0, **kwargs):
 def images(n=4, size=64, seed=0):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(n, 3, size, size, generator=g)
-
-
-ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-
-
-def tool_module(path: str):
-    """A module of tools/ (path from the repository root), its folder and
-    tools/ on ``sys.path`` as when it runs, imported by its name: the same
-    module that the tools import (``from blocks import ...``)."""
-    path = osp.join(ROOT, path)
-    for folder in (osp.join(ROOT, 'tools'), osp.dirname(path)):
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-    module = importlib.import_module(osp.splitext(osp.basename(path))[0])
-    assert osp.samefile(module.__file__, path), (
-        f'{path}: the name is taken by {module.__file__}')
-    return module

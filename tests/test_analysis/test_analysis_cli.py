@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from mmcpvt.apis.model import build_model
 from tests import utils
-from tests.test_analysis.helpers import tool_module
-from tests.utils import ROOT, explain
+from tests.utils import ROOT, explain, load_script
 
 TOOLS = {
     'position_probe': 'tools/analysis_tools/position_probe.py',
@@ -39,14 +39,14 @@ def tiny_config(tmp_path_factory):
 
 @pytest.fixture(scope='module')
 def checkpoint(tiny_config, tmp_path_factory):
-    model, _, _ = tool_module('tools/models.py').build_model(tiny_config)
+    model, _, _ = build_model(tiny_config)
     path = tmp_path_factory.mktemp('ckpt') / 'tiny.pth'
     torch.save({'state_dict': model.state_dict(), 'meta': {}}, path)
     return str(path)
 
 
 def load_tool(name):
-    return tool_module(TOOLS[name])
+    return load_script(TOOLS[name])
 
 
 def run(name, *args):

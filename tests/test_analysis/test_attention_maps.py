@@ -1,14 +1,12 @@
-"""The attention maps of tools/visualization/vis_attention.py: softmax
-rows, the block's own q/k, every kind of block; and their figures."""
+"""The attention maps of mmcpvt.analysis.attention: softmax rows, the
+block's own q/k, every kind of block; and their figures."""
 import pytest
 import torch
 
-from tests.test_analysis.helpers import (PVT_ARCH, SWIN_ARCH, build, images,
-                                         tool_module)
-
-vis = tool_module('tools/visualization/vis_attention.py')
-attention_maps, default_queries = vis.attention_maps, vis.default_queries
-block_module = tool_module('tools/analysis_tools/blocks.py').block_module
+import mmcpvt.analysis.attention as vis
+from mmcpvt.analysis.attention import attention_maps, default_queries
+from mmcpvt.analysis.blocks import block_module
+from tests.test_analysis.helpers import PVT_ARCH, SWIN_ARCH, build, images
 
 
 def test_cpvt_matrix_rows_sum_to_one_and_match_q_k_by_hand():

@@ -1,18 +1,16 @@
-"""tools/analysis_tools/blocks.py: which blocks, what shapes, and that
-they are what the backbones themselves return at out_indices; and
-tools/models.py, which builds and loads the models."""
+"""mmcpvt.analysis.blocks: which blocks, what shapes, and that they are
+what the backbones themselves return at out_indices; and mmcpvt.apis.model,
+which builds and loads the models."""
 import pytest
 import torch
 
+import mmcpvt.apis.model as models
+from mmcpvt.analysis.blocks import (INPUT, block_features, list_blocks,
+                                    resolve_block)
+from mmcpvt.apis.instruments import random_images
+from mmcpvt.apis.model import build_model, get_backbone
 from mmcpvt.models.layers import nchw_to_nlc, nlc_to_nchw
-from tests.test_analysis.helpers import (PVT_ARCH, SWIN_ARCH, build, images,
-                                         tool_module)
-
-blocks = tool_module('tools/analysis_tools/blocks.py')
-INPUT, block_features = blocks.INPUT, blocks.block_features
-list_blocks, resolve_block = blocks.list_blocks, blocks.resolve_block
-models = tool_module('tools/models.py')
-build_model, get_backbone = models.build_model, models.get_backbone
+from tests.test_analysis.helpers import PVT_ARCH, SWIN_ARCH, build, images
 
 
 def test_cpvt_blocks_and_shapes():
@@ -199,8 +197,6 @@ def test_build_model_and_load_weights(tmp_path):
 
 
 def test_random_images_have_the_backbones_input_channels():
-    cli = tool_module('tools/analysis_tools/analysis_cli.py')
-    random_images = cli.random_images
     gray = build(in_channels=1)
     x = random_images(gray, 2, (32, 48))
     assert x.shape == (2, 1, 32, 48) and x.dtype == torch.float32

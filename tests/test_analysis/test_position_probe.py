@@ -6,11 +6,13 @@ import math
 import pytest
 import torch
 
-from tests.test_analysis.helpers import build, images, tool_module
+from mmcpvt.analysis.blocks import block_features
+from mmcpvt.analysis.equivariance import region_masks
+from mmcpvt.analysis.position_probe import position_probe
+from tests.test_analysis.helpers import build, images
+from tests.utils import load_script
 
-probe = tool_module('tools/analysis_tools/position_probe.py')
-position_probe = probe.position_probe
-block_features = tool_module('tools/analysis_tools/blocks.py').block_features
+probe = load_script('tools/analysis_tools/position_probe.py')
 
 
 def test_recovers_position_from_a_learned_table():
@@ -47,8 +49,7 @@ def test_exact_on_linear_features_and_regions():
         assert scores[region]['mae'] < 0.01
     assert scores['interior']['tokens'] == 2 * 3 * 4
     assert scores['border']['tokens'] == 2 * (30 - 12)
-    assert probe.region_masks((5, 6), 0, 0, 'zero',
-                              2)['border'].sum() == 30 - 2
+    assert region_masks((5, 6), 0, 0, 'zero', 2)['border'].sum() == 30 - 2
     table = probe.format_table([dict(name='block 0', grid=[H, W], **scores)])
     assert 'block 0' in table and '1.000' in table
     # an empty interior gives NaN, not an error

@@ -5,11 +5,10 @@ the border."""
 import pytest
 import torch
 
-from tests.test_analysis.helpers import PVT_ARCH, build, images, tool_module
-
-te = tool_module('tools/analysis_tools/translation_equivariance.py')
-region_masks, shift = te.region_masks, te.shift
-INPUT = tool_module('tools/analysis_tools/blocks.py').INPUT
+import mmcpvt.analysis.equivariance as te
+from mmcpvt.analysis.blocks import INPUT
+from mmcpvt.analysis.equivariance import region_masks, shift
+from tests.test_analysis.helpers import PVT_ARCH, build, images
 
 EXACT = 1e-5
 

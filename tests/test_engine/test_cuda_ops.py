@@ -17,7 +17,6 @@ import os
 import os.path as osp
 import stat
 import subprocess
-import sys
 from types import SimpleNamespace
 
 import mmcv.ops
@@ -81,9 +80,8 @@ def test_classifier_passes(on_cuda):
 def test_configs_and_train_py_name_the_hook():
     """The three runtime bases (mmpretrain, mmdet, mmseg) name it;
     tools/train.py adds it to a user's config."""
-    sys.path.insert(0, osp.join(ROOT, 'tools'))
-    import common
-    assert common.MMCPVT_HOOKS['cuda_ops'] == dict(type='mmcpvt.CudaOpsHook')
+    from mmcpvt.apis.cli import MMCPVT_HOOKS
+    assert MMCPVT_HOOKS['cuda_ops'] == dict(type='mmcpvt.CudaOpsHook')
     seg = osp.join(ROOT, 'configs', 'pvt_peg',
                    'fpn_pvt-t-peg_4xb4-80k_ade20k-512x512.py')
     for path in (DET, CLS, seg):

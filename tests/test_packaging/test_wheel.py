@@ -20,10 +20,8 @@ import zipfile
 import pytest
 import yaml
 
+from tests.test_packaging.check_package import SKIP, make_venv
 from tests.utils import ROOT, explain
-
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from check_package import SKIP, make_venv  # noqa: E402
 
 MIM_SUFFIXES = {'configs': ('.py', '.yml', '.md'),
                 'tools': ('.py', '.sh', '.yml')}
@@ -127,7 +125,10 @@ def test_wheel_ships_configs_tools_and_model_index(built):
     # the library and its metadata only: no tests/, no top-level configs/
     tops = {n.split('/')[0] for n in names}
     assert tops == {'mmcpvt', 'mmcpvt-0.1.0.dist-info'}, tops
-    assert 'mmcpvt/apis/model_index.py' in names
+    # with what the tools import: every subpackage
+    for module in ('apis/model_index.py', 'apis/cli.py', 'analysis/blocks.py',
+                   'datasets/synthetic/coco.py', 'evaluation/bootstrap.py'):
+        assert f'mmcpvt/{module}' in names, module
     assert not [n for n in names if '__pycache__' in n or n.endswith('.pyc')]
 
 

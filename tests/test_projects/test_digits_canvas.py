@@ -7,7 +7,6 @@ on the larger canvases, the scaled-up scenes are the 1x scenes resized, the
 zoom control is the scaled 2x scene cut back to the 1x canvas with the
 digit's centre where it was at 1x.
 """
-import importlib.util
 import json
 import math
 import os.path as osp
@@ -17,20 +16,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.utils import ROOT, explain, run_tool
+from mmcpvt.apis.model import build_model
+from tests.utils import explain, load_script, run_tool
 
-SCRIPT = osp.join(ROOT, 'projects', 'digits_canvas', 'digits_canvas.py')
-
-
-def load_tool():
-    spec = importlib.util.spec_from_file_location('_digits_canvas', SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-dc = load_tool()
-import digits_report  # noqa: E402  (on sys.path since digits_canvas loaded)
+SCRIPT = 'projects/digits_canvas/digits_canvas.py'
+dc = load_script(SCRIPT)
+import digits_report  # noqa: E402  (imported with digits_canvas.py)
 
 
 def bbox(image, threshold=0.):
@@ -259,7 +250,6 @@ def test_quick_run_end_to_end(tmp_path):
     peg = results['runs'][1]
     acc = peg['accuracy']['1x']
     assert acc > 20, f'1x accuracy {acc:.1f} % after --quick; chance: 10 %'
-    from models import build_model  # tools/, on sys.path with dc
     work_dir = out / 'peg0' / 'seed0'
     model, _, report = build_model(str(work_dir / 'config.py'),
                                    str(work_dir / 'checkpoint.pth'))
@@ -273,8 +263,7 @@ def test_quick_run_end_to_end(tmp_path):
     from mmengine.config import Config
     from PIL import Image
 
-    from tests.test_analysis.helpers import tool_module
-    image_from_file = tool_module(
+    image_from_file = load_script(
         'tools/visualization/vis_attention.py').image_from_file
     canvas = (images[0, 0] * 255).round().byte()  # exact in 8 bits
     Image.fromarray(canvas.numpy()).save(tmp_path / 'digit.png')

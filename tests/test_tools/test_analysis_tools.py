@@ -8,7 +8,6 @@ checked in-process with stand-in measurements.
 """
 import dataclasses
 import glob
-import importlib.util
 import json
 import os
 import os.path as osp
@@ -28,12 +27,7 @@ TOOLS = osp.join(ROOT, 'tools', 'analysis_tools')
 
 
 def load_tool(name):
-    """Import tools/analysis_tools/<name>.py by path (tools is no package)."""
-    spec = importlib.util.spec_from_file_location(
-        f'_analysis_{name}', osp.join(TOOLS, f'{name}.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return utils.load_script(f'tools/analysis_tools/{name}.py')
 
 
 def run_tool(name, *args, timeout=300):
@@ -301,10 +295,10 @@ def test_benchmark_compile_pairs_inductor_with_eager(benchmark):
 
 @pytest.fixture(scope='module')
 def measure():
-    """measure.py: the models, steps and child processes of benchmark,
-    cost_curve and train_step."""
-    import mmcpvt  # noqa: F401
-    return load_tool('measure')
+    """mmcpvt.apis.measure: the models, steps and child processes of
+    benchmark, cost_curve and train_step."""
+    import mmcpvt.apis.measure
+    return mmcpvt.apis.measure
 
 
 def test_measure_child_gets_its_settings(measure):

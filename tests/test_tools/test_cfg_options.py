@@ -1,5 +1,5 @@
 """``--cfg-options`` and ``--work-dir`` of tools/train.py and tools/test.py
-(:func:`common.apply_common_args`, tools/common.py).
+(:func:`mmcpvt.apis.cli.apply_common_args`, :mod:`mmcpvt.apis.cfg_options`).
 
 A key that would be silently ignored (a misspelt top-level or nested key)
 and an item that is not ``key=value`` are errors that name the key and say
@@ -9,27 +9,18 @@ warning naming the settings to change instead. The tools run in-process on
 the real CPVT-Ti config (nothing is built), once as a subprocess.
 """
 import copy
-import importlib.util
 import os.path as osp
-import sys
 
 import pytest
 
-from tests.utils import ROOT, explain, run_tool
-
-sys.path.insert(0, osp.join(ROOT, 'tools'))
-import common as runner_utils  # noqa: E402
+import mmcpvt.apis.cfg_options as runner_utils
+from tests.utils import ROOT, explain, load_script, run_tool
 
 CONFIG = osp.join(ROOT, 'configs', 'cpvt', 'cpvt-tiny_4xb256_in1k.py')
 
 
 def load_tool(name):
-    """tools/<name>.py as a module (tools is no package)."""
-    spec = importlib.util.spec_from_file_location(
-        f'_tool_{name}', osp.join(ROOT, 'tools', f'{name}.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(f'tools/{name}.py')
 
 
 @pytest.fixture(scope='module')

@@ -1,4 +1,4 @@
-"""tools/cpu_dist.py: the process group of a distributed run on CPUs.
+"""mmcpvt.apis.cpu_dist: the process group of a distributed run on CPUs.
 
 The machine is made one without an accelerator (``has_accelerator`` patched
 to False), so these run the CPU path on any machine. Each launcher starts a
@@ -6,18 +6,14 @@ one-process gloo group from its own environment variables;
 tests/test_tools/test_dist_train.py runs two processes through torchrun.
 """
 import os
-import os.path as osp
 import stat
-import sys
 
 import pytest
 import torch.distributed as torch_dist
 from mmengine.config import Config
 
-from tests.utils import ROOT, free_port
-
-sys.path.insert(0, osp.join(ROOT, 'tools'))
-import cpu_dist as dist_utils  # noqa: E402
+from mmcpvt.apis import cpu_dist as dist_utils
+from tests.utils import free_port
 
 DIST_VARS = ('RANK', 'WORLD_SIZE', 'LOCAL_RANK', 'MASTER_ADDR',
              'MASTER_PORT')

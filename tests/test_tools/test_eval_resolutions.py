@@ -19,18 +19,15 @@ import pytest
 from mmengine.config import Config
 from PIL import Image
 
+import mmcpvt.apis.resolution as evaluation
 from mmcpvt.datasets.synthetic.ade20k import make_ade20k
 from mmcpvt.datasets.synthetic.imagenet import make_imagenet
-from tests.test_analysis.helpers import tool_module
-from tests.test_tools.test_analysis_tools import load_tool
 from tests.test_tools.test_det_seg_e2e import (K, SEG_BASE, SEG_CONFIG,
                                                det_config)
 from tests.test_tools.test_train_e2e import BASE_CONFIG, TEST_CONFIG
-from tests.utils import ROOT, explain, run_tool
+from tests.utils import ROOT, explain, load_script, run_tool
 
 TOOL = 'tools/analysis_tools/eval_resolutions.py'
-# the pipeline rewrites and the test runs, next to the tool
-evaluation = tool_module('tools/analysis_tools/resolution.py')
 CLS_CONFIG = osp.join(ROOT, 'configs', 'cpvt', 'cpvt-tiny_4xb256_in1k.py')
 SIZE = 48  # training size of the tiny classifier
 # seconds a tool may take: a few CPU seconds, far longer on a busy machine
@@ -225,7 +222,7 @@ def test_rewrite_errors():
 
 @pytest.fixture(scope='module')
 def tool():
-    return load_tool('eval_resolutions')
+    return load_script(TOOL)
 
 
 def test_help_documents_protocols(tool):

@@ -9,7 +9,6 @@ exported in-process; a tiny classifier config goes through the command line
 with --verify, as a user runs it.
 """
 import contextlib
-import importlib.util
 import json
 import math
 import os.path as osp
@@ -24,23 +23,13 @@ import torch.nn.functional as F
 from mmcv.cnn.bricks.transformer import AdaptivePadding
 
 from mmcpvt.registry import MODELS
-from tests.utils import ROOT, explain, run_tool
+from tests.utils import ROOT, explain, load_script, run_tool
 
 TOOL = 'tools/deployment/pytorch2onnx.py'
 EXPORT_SIZE, OTHER_SIZE = (64, 64), (45, 83)
 ATOL = 1e-4  # the largest max |delta| accepted (float32)
 
-
-def load_tool():
-    """Import the tool by path (tools is no package)."""
-    spec = importlib.util.spec_from_file_location('_pytorch2onnx',
-                                                  osp.join(ROOT, TOOL))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-p2o = load_tool()
+p2o = load_script(TOOL)
 
 # One PEG model per backbone family, shrunk. SwinPEG's window of 4 makes the
 # two sizes differ in the shift decision: stage 2 is 4x4 at 64x64 (one
@@ -151,7 +140,7 @@ def tiny_classifier(tmp_path):
     config = tmp_path / 'cpvt_tiny.py'
     config.write_text(CLS_CONFIG.format(base=osp.join(
         ROOT, 'configs', 'cpvt', 'cpvt-tiny_4xb256_in1k.py')))
-    model, _ = p2o.build_model(str(config))
+    model, _, _ = p2o.build_model(str(config))
     torch.manual_seed(0)
     with torch.no_grad():
         for p in model.head.parameters():
@@ -236,7 +225,8 @@ def test_output_file_is_checked_before_the_model_is_built(tmp_path,
     """An --output-file that is a directory, lies under a file or is the
     config, and an --atol below 0 or not a number, are refused before
     anything is built, naming the option, the value and what it takes."""
-    monkeypatch.setattr(p2o, 'build_model', lambda *a: pytest.fail('built'))
+    monkeypatch.setattr(p2o, 'build_model',
+                        lambda *a, **k: pytest.fail('built'))
     config = tmp_path / 'cpvt_tiny.py'
     config.write_text(CLS_CONFIG.format(base=osp.join(
         ROOT, 'configs', 'cpvt', 'cpvt-tiny_4xb256_in1k.py')))

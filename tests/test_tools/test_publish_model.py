@@ -4,7 +4,6 @@ import hashlib
 import os
 import os.path as osp
 import re
-import sys
 
 import pytest
 import torch
@@ -12,12 +11,10 @@ from mmengine.logging import MessageHub
 from mmengine.optim.scheduler import CosineAnnealingLR
 from mmengine.runner import save_checkpoint
 
-import mmcpvt  # noqa: F401
 from mmcpvt.registry import MODELS
-from tests.utils import ROOT
+from tests.utils import load_script
 
-sys.path.insert(0, osp.join(ROOT, 'tools', 'model_converters'))
-import publish_model  # noqa: E402
+publish_model = load_script('tools/model_converters/publish_model.py')
 
 TINY = dict(type='CPVT', arch=dict(embed_dims=32, num_layers=2, num_heads=2,
                                    feedforward_channels=64))

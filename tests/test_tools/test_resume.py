@@ -13,7 +13,6 @@ The model is a tiny CPVT classifier with the real config's random parts
 ImageNet-layout set from mmcpvt.datasets.synthetic.imagenet.
 """
 import glob
-import importlib.util
 import os
 import os.path as osp
 import re
@@ -27,10 +26,10 @@ import pytest
 import torch
 
 import mmcpvt  # noqa: F401  (allow-lists mmengine's checkpoint types)
+from mmcpvt.apis import resume
 from mmcpvt.datasets.synthetic.imagenet import make_imagenet
-from tests.utils import ROOT, explain, run_tool
+from tests.utils import ROOT, explain, load_script, run_tool
 
-TOOLS = osp.join(ROOT, 'tools')
 BASE_CONFIG = osp.join(ROOT, 'configs', 'cpvt', 'cpvt-tiny_4xb256_in1k.py')
 
 # 16 training images, batch 4: 4 iterations an epoch
@@ -106,12 +105,7 @@ class PauseHook(Hook):
 
 
 def load_train():
-    """tools/train.py as a module (tools is no package)."""
-    spec = importlib.util.spec_from_file_location(
-        '_tool_train', osp.join(TOOLS, 'train.py'))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script('tools/train.py')
 
 
 @pytest.fixture(scope='module')
@@ -237,7 +231,7 @@ def train_tool(monkeypatch):
     train = load_train()
     train.warnings = []
     monkeypatch.setattr(
-        sys.modules['resume'], 'print_log',
+        resume, 'print_log',
         lambda msg, logger=None, level=None: train.warnings.append(msg))
     return train
 

@@ -10,7 +10,6 @@ tests/test_tools/test_url_checkpoints.py.
 """
 import functools
 import http.server
-import importlib.util
 import io
 import os
 import os.path as osp
@@ -18,7 +17,6 @@ import re
 import resource
 import signal
 import subprocess
-import sys
 import threading
 
 import numpy as np
@@ -30,6 +28,7 @@ from mmengine.logging import MessageHub
 from mmengine.runner import load_checkpoint, save_checkpoint
 
 import mmcpvt  # noqa: F401  (allow-list, atomic backend)
+from mmcpvt.apis.convert import cli
 from mmcpvt.engine import WeightsOnlyLoadHook
 from mmcpvt.registry import MODELS
 from mmcpvt.utils.checkpoint import (AtomicLocalBackend,
@@ -37,7 +36,8 @@ from mmcpvt.utils.checkpoint import (AtomicLocalBackend,
                                      CheckpointDownloadError,
                                      CheckpointMismatchError,
                                      UnsafeCheckpointError, check_checkpoint)
-from tests.utils import ROOT, QuietHandler, RunsCode, explain, run_tool
+from tests.utils import (ROOT, QuietHandler, RunsCode, explain, load_script,
+                         run_tool)
 
 TINY = dict(type='CPVT', arch=dict(embed_dims=32, num_layers=2, num_heads=2,
                                    feedforward_channels=64))
@@ -47,13 +47,8 @@ BROKEN = 'empty or truncated'
 
 
 @functools.lru_cache()
-def _tool(name, path):
-    """A tool's module, imported from its file (tools/ is no package)."""
-    sys.path.insert(0, osp.dirname(path))
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _tool(path):
+    return load_script(path)
 
 
 def _classifier_state(model, head=True):
@@ -262,23 +257,20 @@ def _load_paths(runner, tmp_path):
                              checkpoint=str(path))).init_weights()
 
     def convert(path):
-        cli = _tool('convert_cli', osp.join(ROOT, 'tools', 'model_converters',
-                                            'convert_cli.py'))
         try:
-            cli.cli('twins', '', [str(path), str(tmp_path / 'out.pth')])
+            cli('twins', '', [str(path), str(tmp_path / 'out.pth')])
         except SystemExit as e:
             raise ValueError(str(e))
 
     def publish(path):
-        tool = _tool('publish_model', osp.join(
-            ROOT, 'tools', 'model_converters', 'publish_model.py'))
+        tool = _tool('tools/model_converters/publish_model.py')
         try:
             tool.main([str(path), str(tmp_path / 'pub.pth')])
         except SystemExit as e:
             raise ValueError(str(e))
 
     def test_tool(path):
-        tool = _tool('mmcpvt_test_tool', osp.join(ROOT, 'tools', 'test.py'))
+        tool = _tool('tools/test.py')
         try:
             tool.main([CLS_CONFIG, str(path)])
         except SystemExit as e:

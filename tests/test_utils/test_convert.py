@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,12 +15,10 @@ import timm
 import torch
 
 import mmcpvt  # noqa: F401
+from mmcpvt.apis.convert import cli
 from mmcpvt.utils.convert import (convert_deit, convert_swin, convert_twins,
                                   detect_family)
 from tests.utils import ROOT, classifier
-
-sys.path.insert(0, str(Path(ROOT) / 'tools' / 'model_converters'))
-from convert_cli import cli  # noqa: E402
 
 
 def timm_model(name):
@@ -311,7 +308,7 @@ def test_files_not_of_the_family_they_claim_are_refused(tmp_path, family,
 
 
 def test_progress_bar_only_for_large_files(tmp_path, monkeypatch, capsys):
-    import convert_cli
+    import mmcpvt.apis.convert as convert_cli
     src = tmp_path / 'pcpvt.pth'
     torch.save({'model': small_twins()}, src)
     cli('twins', '', [str(src), str(tmp_path / 'a.pth')])
@@ -357,7 +354,7 @@ def test_destination_that_cannot_be_a_file_is_refused_before_reading(
         tmp_path, monkeypatch, case):
     """A dst that is a directory, or lies under a file, is refused before
     the source is read (it used to fail after the conversion)."""
-    import convert_cli
+    import mmcpvt.apis.convert as convert_cli
     monkeypatch.setattr(convert_cli, 'load_checkpoint',
                         lambda path: pytest.fail('read'))
     src = tmp_path / 'pcpvt.pth'

@@ -6,19 +6,14 @@ the model names it publishes weights under, with random weights: no
 download) are saved as mmpretrain saves them (``{'meta', 'state_dict'}``),
 converted by ``tools/model_converters/twins2mmcpvt.py`` and loaded strictly.
 """
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 from mmengine.runner import load_checkpoint
 from mmengine.runner.checkpoint import save_checkpoint
 
 import mmcpvt  # noqa: F401
-from tests.utils import ROOT, classifier
-
-sys.path.insert(0, str(Path(ROOT) / 'tools' / 'model_converters'))
-from convert_cli import cli  # noqa: E402
+from mmcpvt.apis.convert import cli
+from tests.utils import classifier
 
 # mmpretrain model name -> PVTPEG arch (PCPVT-S/B/L = PVT-S/M/L + PEG + GAP)
 MODELS = [('twins-pcpvt-small_3rdparty_8xb128_in1k', 'small'),

@@ -197,7 +197,7 @@ INSTRUMENTS = {  # tool -> its arguments after the config and checkpoint
 @pytest.mark.parametrize('tool', list(INSTRUMENTS))
 def test_instrument_refuses_a_served_malicious_pickle(served, tmp_path,
                                                       tool):
-    """The instruments load through tools/models.py, which checks the
+    """The instruments load through mmcpvt.apis.model, which checks the
     download before any loader reads it."""
     base, root, image = served
     url = f'{base}/evil_ImageClassificationInferencer.pth'

@@ -7,12 +7,14 @@ processes of a pair run in ABBA order (ours, theirs, theirs, ours, ...);
 the printed ratio (ours / theirs throughput, > 1: ours faster) is the median
 of the blocks' ratios, with a distribution-free 95 % interval in brackets.
 stdout has the results only; a progress line per block goes to stderr.
-The models, the steps and the child processes are measure.py's.
+The models, the steps and the child processes are mmcpvt.apis.measure's.
 
     python tools/analysis_tools/benchmark.py                  # the targets
-    python tools/analysis_tools/benchmark.py --pairs cpvt-tiny:deit-tiny@mmpretrain --train
+    python tools/analysis_tools/benchmark.py \
+        --pairs cpvt-tiny:deit-tiny@mmpretrain --train
     python tools/analysis_tools/benchmark.py --compile cpvt-tiny pvt-tiny-peg
-    python tools/analysis_tools/benchmark.py --memory pvt-small-peg-gap --with-cp
+    python tools/analysis_tools/benchmark.py --memory pvt-small-peg-gap \
+        --with-cp
     python tools/analysis_tools/benchmark.py --device cuda --amp bf16 \
         --targets tools/analysis_tools/benchmark_targets_gpu.yml
 """
@@ -28,13 +30,12 @@ from typing import Callable
 
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from measure import (MODELS, Settings, device_arg, header,  # noqa: E402
-                     is_detector, run_child)
-from common import positive  # noqa: E402  (tools/common.py)
+from mmcpvt.apis.cli import positive
+from mmcpvt.apis.measure import (MODELS, Settings, device_arg, header,
+                                 is_detector, run_child)
 
-TARGETS = os.path.join(HERE, 'benchmark_targets.yml')
+TARGETS = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                       'benchmark_targets.yml')
 TARGET_KEYS = {'ours', 'theirs', 'what', 'size', 'ratio'}
 COMPILED = ('cpvt-tiny', 'pvt-tiny-peg', 'swin-tiny-peg')  # --compile
 DETECTOR_BATCH = 2  # the images per GPU of the RetinaNet configs

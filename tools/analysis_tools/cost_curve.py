@@ -1,28 +1,27 @@
 """How forward time and peak memory grow with the input side, ours beside
 the implementations users run instead; the method is in docs/benchmarks.md.
 
-A fresh process measures one model at one side (measure.py's Runner and
-run_child, as benchmark.py measures): batch 1, eval mode, no grad;
-``--repeats`` processes measure each point. A curve's exponent is the
+A fresh process measures one model at one side (Runner and run_child of
+:mod:`mmcpvt.apis.measure`, as benchmark.py measures): batch 1, eval mode,
+no grad; ``--repeats`` processes measure each point. A curve's exponent is the
 least-squares slope of log(cost) against log(tokens), tokens = (side / 16)
 ** 2 for every model.
 
-    python tools/analysis_tools/cost_curve.py --json cost.json --plot docs/cost_curve.svg
+    python tools/analysis_tools/cost_curve.py --json cost.json \
+        --plot docs/cost_curve.svg
 """
 import argparse
 import json
 import math
-import os
 import statistics
 import sys
 import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from measure import (MODELS, Settings, device_arg, header,  # noqa: E402
-                     is_detector, run_child)
-from common import checked, positive  # noqa: E402  (tools/common.py)
+from mmcpvt.apis.cli import checked, positive
+from mmcpvt.apis.measure import (MODELS, Settings, device_arg, header,
+                                 is_detector, run_child)
 
 # CPVT-Ti, PVTPEG-T, SwinPEG-T, each followed by what users run instead
 DEFAULT_MODELS = ['cpvt-tiny', 'deit_tiny_patch16_224@timm', 'pvt-tiny-peg',
@@ -144,7 +143,7 @@ def parse_args(argv=None):
     add = parser.add_argument
     add('--models', nargs='+', default=DEFAULT_MODELS, metavar='MODEL',
         choices=[m for m in MODELS if not is_detector(m)],
-        help="measure.py's names (default: %(default)s)")
+        help="mmcpvt.apis.measure's names (default: %(default)s)")
     add('--sizes', type=positive(int), nargs='+',
         default=[224, 384, 512, 768, 1024],
         help='input sides, px (default: %(default)s)')

@@ -49,24 +49,18 @@ import json
 import os
 import os.path as osp
 import re
-import sys
 import time
 
 from mmengine.config import Config
 
-# tools/ (common.py) and this folder (resolution.py, analysis_cli.py)
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-import common  # noqa: E402
+from mmcpvt.apis import cli
+from mmcpvt.apis.cfg_options import CfgOptionsAction
+from mmcpvt.apis.resolution import (PROTOCOLS, config_task, describe,
+                                    run_test, save_untrained, set_test_size,
+                                    training_size)
+from mmcpvt.utils.checkpoint import check_checkpoint
 
-common.setup()
-from analysis_cli import check_out_dir, text_table  # noqa: E402
-from common import (CfgOptionsAction, apply_common_args,  # noqa: E402
-                    checked, require)
-from mmcpvt.utils.checkpoint import check_checkpoint  # noqa: E402
-from resolution import (PROTOCOLS, config_task, describe,  # noqa: E402
-                        run_test, save_untrained, set_test_size,
-                        training_size)
+cli.setup()
 
 PAPER_SIZES = [160, 224, 384, 448, 512]
 # The largest test size: a 4096 x 4096 image is 48 MiB as float32, a ViT's
@@ -91,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     add('config', help='mmpretrain, mmdet or mmseg config')
     add('checkpoint', nargs='*', help='checkpoint files, one row each (at '
         'least one, unless --no-checkpoint)')
-    add('--sizes', nargs='+', default=PAPER_SIZES, type=checked(
+    add('--sizes', nargs='+', default=PAPER_SIZES, type=cli.checked(
         int, lambda v: 0 < v <= MAX_SIZE, f'a size is 1 to {MAX_SIZE} px '
         '(larger test images do not fit in memory)'),
         help='test sizes in pixels (the crop side for resize-crop, the '
@@ -122,7 +116,7 @@ def parse_args(argv=None):
     if not args.checkpoint and not args.no_checkpoint:
         parser.error('give at least one CHECKPOINT; to evaluate the model '
                      'as initialised, pass --no-checkpoint')
-    require(parser, args.config, 'config')
+    cli.require(parser, args.config, 'config')
     if args.labels is None:  # the file names, or the paths where two are equal
         names = [osp.basename(c) for c in args.checkpoint]
         args.labels = names if len(set(names)) == len(names) else list(
@@ -137,7 +131,7 @@ def parse_args(argv=None):
     args.out_dir = args.out_dir or osp.join(
         'work_dirs', 'eval_resolutions',
         osp.splitext(osp.basename(args.config))[0])
-    check_out_dir(parser, '--out-dir', args.out_dir)
+    cli.check_out_dir(parser, '--out-dir', args.out_dir)
     return parser, args
 
 
@@ -148,7 +142,7 @@ def load_config(parser, args):
     cfg = Config.fromfile(args.config)
     # the runs' work dirs are under the output directory; one process
     args.work_dir, args.launcher = args.out_dir, 'none'
-    cfg = apply_common_args(cfg, args)
+    cfg = cli.apply_common_args(cfg, args)
     missing = [k for k in ('test_dataloader', 'test_evaluator')
                if not cfg.get(k, None)]
     if missing:
@@ -188,7 +182,7 @@ def table(results: dict, sizes: list, metric: str, fmt: str,
           train_size) -> str:
     """Rows: models; columns: sizes (the training size starred); cells:
     ``metric``."""
-    text = text_table(
+    text = cli.text_table(
         ['model'] + [f'{s}*' if s == train_size else str(s) for s in sizes],
         [[label] + [fmt.format(m[str(s)][metric]) for s in sizes]
          for label, m in results.items()])
@@ -220,11 +214,9 @@ def plot(path: str, results: dict, sizes: list, metric: str, train_size,
 def main(argv=None):
     parser, args = parse_args(argv)
     cfg, sized, pipelines = load_config(parser, args)
-    for checkpoint in args.checkpoint:  # by http(s): its download
-        try:
+    with cli.usage_errors(parser):
+        for checkpoint in args.checkpoint:  # by http(s): its download
             check_checkpoint(checkpoint, state_dict=True)
-        except (FileNotFoundError, ValueError) as e:
-            parser.error(str(e))
     task, sizes, out_dir = args.task, args.sizes, args.out_dir
     os.makedirs(out_dir, exist_ok=True)
     name = osp.splitext(osp.basename(args.config))[0]

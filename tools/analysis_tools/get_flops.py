@@ -6,26 +6,24 @@ counted (mmpretrain's convention); detectors and segmentors are counted
 whole, without post-processing. The fused attention kernel is invisible to
 the counter, so attention runs on its explicit path while counting.
 
-    python tools/analysis_tools/get_flops.py configs/cpvt/cpvt-tiny_4xb256_in1k.py
+    python tools/analysis_tools/get_flops.py \\
+        configs/cpvt/cpvt-tiny_4xb256_in1k.py
     python tools/analysis_tools/get_flops.py --all configs --markdown
 """
 import argparse
 import glob
 import os.path as osp
-import sys
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
-import common  # noqa: E402  (tools/common.py)
+import torch
+from mmengine.analysis import get_model_complexity_info
+from mmengine.config import Config
+from mmengine.logging import MMLogger
 
-common.setup()
-import torch  # noqa: E402
-from mmengine.analysis import get_model_complexity_info  # noqa: E402
-from mmengine.config import Config  # noqa: E402
-from mmengine.logging import MMLogger  # noqa: E402
-from models import init_model  # noqa: E402  (tools/models.py)
+from mmcpvt.apis import cli
+from mmcpvt.apis.model import init_model
+from mmcpvt.models.layers import Attention
 
-from mmcpvt.models.layers import Attention  # noqa: E402
-
+cli.setup()
 
 # the input of each library's models: H, W
 DEFAULT_SHAPE = {'mmpretrain': (224, 224), 'mmdet': (800, 1280),
@@ -56,14 +54,14 @@ def main():
     which.add_argument('config', nargs='?', help='config file')
     which.add_argument('--all', metavar='DIR',
                        help='count every config under DIR instead')
-    parser.add_argument('--shape', type=common.positive(int), nargs='+',
+    parser.add_argument('--shape', type=cli.positive(int), nargs='+',
                         default=None,
                         help='input H [W]; default 224 for classifiers, '
                         '800 1280 for detectors, 512 for segmentors')
     parser.add_argument('--markdown', action='store_true')
     args = parser.parse_args()
     if args.config:
-        common.require(parser, args.config, 'config')
+        cli.require(parser, args.config, 'config')
     MMLogger.get_instance('mmengine').setLevel('ERROR')
     configs = [args.config] if args.config else [  # no _base_ fragments
         c for c in sorted(glob.glob(osp.join(args.all, '**', '*.py'),

@@ -19,90 +19,20 @@ Examples::
     python tools/analysis_tools/position_probe.py \\
         configs/pvt_peg/pvt-t-peg-gap_8xb128_in1k.py CKPT --block 0.0 1.1
 """
-import os.path as osp
-import sys
-from typing import Dict, List
+from typing import List
 
-import torch
+from mmcpvt.analysis.blocks import block_features
+from mmcpvt.analysis.equivariance import REGIONS
+from mmcpvt.analysis.position_probe import position_probe
+from mmcpvt.apis import cli, instruments
 
-# tools/ (common.py, models.py) and this folder (analysis_cli.py, blocks.py)
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-import common  # noqa: E402
-
-common.setup()
-import analysis_cli as cli  # noqa: E402
-from blocks import block_features, token_positions  # noqa: E402
-# REGIONS: the keys of position_probe's result
-from translation_equivariance import REGIONS, region_masks  # noqa: E402
-
-
-def _scores(pred: torch.Tensor, y: torch.Tensor,
-            y_fit_mean: torch.Tensor) -> Dict[str, float]:
-    """R^2 and mean absolute errors of ``pred`` (NaN for no tokens)."""
-    ss_res = (pred - y).pow(2).sum(0)
-    ss_tot = (y - y.mean(0)).pow(2).sum(0)
-    r2 = torch.where(ss_tot > 0, 1 - ss_res / ss_tot, float('nan'))
-    mae = (pred - y).abs().mean(0)
-    return dict(
-        r2=float(r2.mean()),
-        r2_row=float(r2[0]),
-        r2_col=float(r2[1]),
-        mae=float(mae.mean()),
-        mae_row=float(mae[0]),
-        mae_col=float(mae[1]),
-        mae_mean_guess=float((y - y_fit_mean).abs().mean()),
-        tokens=len(y))
-
-
-def position_probe(maps: torch.Tensor, border: int = 1,
-                   alpha: float = 1.0) -> Dict[str, Dict[str, float]]:
-    """The probe on ``maps`` (N, C, H, W), the features of N >= 2 images
-    (e.g. an entry of :func:`block_features`): fitted on the first half of
-    the images, with ridge penalty ``alpha`` > 0 on the standardised
-    features, and scored on the second half.
-
-    Returns:
-        dict: ``{'all' | 'interior' | 'border': scores}``, each with ``r2``
-        (mean of rows and columns), ``r2_row``, ``r2_col``, ``mae`` (mean
-        absolute error in tokens, mean over rows and columns), ``mae_row``,
-        ``mae_col``, ``mae_mean_guess`` (error of always guessing the mean
-        position) and ``tokens`` (held-out tokens). R^2 of a region is
-        against that region's own mean (NaN for an empty region or one
-        without spread).
-    """
-    N, C, H, W = maps.shape
-    if not alpha > 0:  # NaN included
-        raise ValueError(f'alpha (the ridge penalty) must be > 0, got '
-                         f'{alpha}: the fit is singular without it')
-    if N < 2:
-        raise ValueError(f'the probe needs at least 2 images (half to fit, '
-                         f'half to test), got {N}')
-    n_fit = N // 2
-    x = maps.permute(0, 2, 3, 1).reshape(-1, C).double()  # (N*H*W, C)
-    x_fit, x_test = x[:n_fit * H * W], x[n_fit * H * W:]
-    y = token_positions(H, W).repeat(N, 1)
-    y_fit, y_test = y[:n_fit * H * W], y[n_fit * H * W:]
-    # closed-form ridge with intercept on standardised features
-    mean, std = x_fit.mean(0), x_fit.std(0)
-    std = torch.where(std > 1e-8, std, 1.)
-    xs = (x_fit - mean) / std
-    gram = xs.T @ xs + alpha * torch.eye(C, dtype=xs.dtype)
-    weight = torch.linalg.solve(gram, xs.T @ (y_fit - y_fit.mean(0)))
-    pred = ((x_test - mean) / std) @ weight + y_fit.mean(0)
-    scores = {}
-    # the regions of an unshifted map: all, interior and border tokens
-    for region, mask in region_masks((H, W), 0, 0, 'zero', border).items():
-        held_out = mask.flatten().repeat(N - n_fit)
-        scores[region] = _scores(pred[held_out], y_test[held_out],
-                                 y_fit.mean(0))
-    return scores
+cli.setup()
 
 
 def parse_args(argv=None):
-    return cli.parse_instrument_args(
+    return instruments.parse_instrument_args(
         __doc__, argv, 'probe', num_images=64, out_example='probe.json',
-        alpha=dict(type=common.checked(
+        alpha=dict(type=cli.checked(
             float, lambda v: v > 0, 'the ridge penalty must be > 0 (0 '
             'leaves the fit singular where features are constant)'),
             default=1.0, help='ridge penalty, > 0 (default 1.0)'))
@@ -110,7 +40,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     parser, args = parse_args(argv)
-    backbone, infos, images = cli.backbone_blocks_images(parser, args)
+    backbone, infos, images = instruments.backbone_blocks_images(parser, args)
     if len(images) < 2:
         parser.error('the probe needs at least 2 images (half to fit, half '
                      'to test)')
@@ -119,9 +49,9 @@ def main(argv=None):
     side = 2 * args.border + 2
     if min(images.shape[-2:]) < side * stride:
         parser.error(
-            f'{cli.size_option(args, images)} gives too few tokens for the '
-            f'probe: it needs {side}x{side} tokens (an interior of 2x2 '
-            f'inside a border of {args.border}) at every block probed, '
+            f'{instruments.size_option(args, images)} gives too few tokens '
+            f'for the probe: it needs {side}x{side} tokens (an interior of '
+            f'2x2 inside a border of {args.border}) at every block probed, '
             f'whose largest stride is {stride} px: at least {side * stride} '
             'px')
     feats = block_features(backbone, images, [i.index for i in infos],
@@ -136,7 +66,7 @@ def main(argv=None):
           f'images, scored on {len(images) - n_fit} held-out images; border '
           f'= {args.border} token(s); MAE in tokens')
     print(format_table(rows))
-    cli.write_results(args, images, alpha=args.alpha, blocks=rows)
+    instruments.write_results(args, images, alpha=args.alpha, blocks=rows)
 
 
 def format_table(rows: List[dict]) -> str:

@@ -1,5 +1,5 @@
-"""Check that every mmcpvt backbone trains on one device, with measure.py's
-models and steps.
+"""Check that every mmcpvt backbone trains on one device, with the models
+and steps of :mod:`mmcpvt.apis.measure`.
 
 Each of CHECKED trains ``--steps`` steps in fp32 (also with gradient
 checkpointing) and under each ``--amp`` autocast (fp16 with GradScaler,
@@ -11,18 +11,17 @@ and mmdet on the same device: benchmark.py --device cuda.)
 
 It runs where torch and timm are installed but no OpenMMLab package and no
 network (the lent GPU machines): mmengine and mmcv without ops (mmcv-lite)
-travel as wheels (tools/install/gpu_wheels.sh); mmcpvt is this clone. With
-the device tool's ``run``, ``carry=['.whl']``::
+travel as wheels (tools/install/gpu_wheels.sh); mmcpvt is this clone, on
+``PYTHONPATH``. With the device tool's ``run``, ``carry=['.whl']``::
 
     python3 -m pip install -q --no-index --no-deps --no-compile \
         --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-        && export PYTHONPATH=/tmp/site || exit; PYTHONUNBUFFERED=1 \
+        && export PYTHONPATH=/tmp/site:$PWD || exit; PYTHONUNBUFFERED=1 \
         python3 tools/analysis_tools/train_step.py --amp fp16 bf16
 
     python tools/analysis_tools/train_step.py --device cpu --amp bf16  # here
 """
 import argparse
-import os.path as osp
 import sys
 import warnings
 from dataclasses import replace
@@ -30,11 +29,11 @@ from dataclasses import replace
 import torch
 from mmengine.logging import MMLogger
 
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from measure import Runner, Settings, common, device_arg, header  # noqa: E402
-
-warnings.filterwarnings(  # mmcv-lite's, on importing mmcv.cnn
+warnings.filterwarnings(  # mmcv-lite's, on importing mmcv.cnn (by mmcpvt)
     'ignore', message='Fail to import ``MultiScaleDeformableAttention')
+from mmcpvt.apis import cli  # noqa: E402
+from mmcpvt.apis.measure import (Runner, Settings, device_arg,  # noqa: E402
+                                 header)
 CHECKED = ('cpvt-tiny', 'cpvt-tiny-p0-4-gap', 'pvt-tiny-peg-gap',
            'pvt-tiny-peg', 'swin-tiny-peg-gap', 'swin-tiny-peg')
 
@@ -82,11 +81,11 @@ def main():
         help='autocast dtypes besides fp32 (default: both)')
     add('--cases', nargs='+', choices=CHECKED, default=CHECKED,
         help='these only (default: all)')
-    add('--batch', type=common.positive(int), default=8)
-    add('--size', type=common.positive(int), default=224)
-    add('--steps', type=common.positive(int), default=4)
+    add('--batch', type=cli.positive(int), default=8)
+    add('--size', type=cli.positive(int), default=224)
+    add('--steps', type=cli.positive(int), default=4)
     args = parser.parse_args()
-    common.setup()
+    cli.setup()
     MMLogger.get_instance('mmengine').setLevel('WARNING')  # no init dump
     s = Settings('', what='train', size=args.size, batch=args.batch,
                  threads=torch.get_num_threads(), device=args.device)

@@ -22,15 +22,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from mmcv.cnn.bricks.transformer import AdaptivePadding
-from mmengine.config import Config
 from mmengine.logging import MMLogger
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # tools
-import common  # noqa: E402
+from mmcpvt.apis import cli
+from mmcpvt.apis.model import build_model, input_channels
 
-common.setup()
-import models  # noqa: E402  (tools/models.py)
-
+cli.setup()
 
 # 17: the first opset with LayerNormalization (one node per norm instead of
 # eleven); scaled_dot_product_attention is exported from opset 14 on.
@@ -113,13 +110,13 @@ def parse_args(argv=None):
     parser.add_argument('--output-file', help='the .onnx file (default: '
                         'work_dirs/<config name>/<config name>.onnx)')
     parser.add_argument(
-        '--shape', type=common.positive(int), nargs='+', default=[224],
+        '--shape', type=cli.positive(int), nargs='+', default=[224],
         metavar='SIZE',
         help='input H [W] of the trace and the first check (default 224)')
     parser.add_argument(
         '--opset', default=DEFAULT_OPSET,
-        type=common.checked(int, lambda opset: opset >= MIN_OPSET,
-                            f'must be >= {MIN_OPSET}: the attention needs it'),
+        type=cli.checked(int, lambda opset: opset >= MIN_OPSET,
+                         f'must be >= {MIN_OPSET}: the attention needs it'),
         help=f'at least {MIN_OPSET} (default %(default)s)')
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument('--dynamic-export', dest='dynamic', action='store_true',
@@ -133,45 +130,30 @@ def parse_args(argv=None):
                         help='check a --static file too (a dynamic one '
                         'always is)')
     parser.add_argument(
-        '--verify-shape', type=common.positive(int), nargs=2,
+        '--verify-shape', type=cli.positive(int), nargs=2,
         metavar=('H', 'W'),
         help='the second size of the check (default: --shape x 0.9 and x '
         '1.1, made odd: no patch, stride or window divides it)')
     parser.add_argument(
         '--atol', default=DEFAULT_ATOL,
-        type=common.checked(float, lambda atol: atol >= 0, 'must be >= 0'),
+        type=cli.checked(float, lambda atol: atol >= 0, 'must be >= 0'),
         help='largest max |delta| accepted (default %(default)s)')
     parser.add_argument('--cfg-options', nargs='+',
-                        action=common.CfgOptionsAction,
+                        action=cli.CfgOptionsAction,
                         help='override config settings, key=value')
     args = parser.parse_args(argv)
     if len(args.shape) > 2:
         parser.error(f'--shape takes H [W], got {args.shape}')
     args.shape = (args.shape[0], args.shape[-1])
     if args.checkpoint is not None:
-        common.require(parser, args.checkpoint, 'checkpoint')
+        cli.require(parser, args.checkpoint, 'checkpoint')
     name = osp.splitext(osp.basename(args.config))[0]
     args.output_file = args.output_file or osp.join('work_dirs', name,
                                                     f'{name}.onnx')
-    try:  # a directory, or under a file: refused before anything is built
-        common.check_output('--output-file', args.output_file, f'{name}.onnx',
-                            [args.config, args.checkpoint])
-    except ValueError as e:
-        parser.error(str(e))
+    with cli.usage_errors(parser):  # before anything is built
+        cli.check_output('--output-file', args.output_file, f'{name}.onnx',
+                         [args.config, args.checkpoint])
     return parser, args
-
-
-def build_model(config: str, checkpoint=None, cfg_options=None):
-    """``(model, cfg)``: the model of a classifier, detector or segmentor
-    config in eval mode (:func:`models.build_model`: its library's init
-    function, then the checkpoint, or the config's seeded initialisation
-    without one), with ``cfg_options`` merged into the config."""
-    cfg = Config.fromfile(config)
-    if cfg_options:
-        common.check_cfg_options(cfg, cfg_options, config)  # misspelt keys
-        cfg.merge_from_dict(cfg_options)
-    model, cfg, _ = models.build_model(cfg, checkpoint)
-    return model, cfg
 
 
 def second_size(shape: Sequence[int]) -> Tuple[int, int]:
@@ -203,7 +185,7 @@ def export(module: nn.Module, output_file: str, shape: Sequence[int],
         if spatial else {0: 'batch'}
         for name, spatial in zip(output_names, spatial_outputs)
     }} if dynamic else None
-    dummy = torch.randn(1, models.input_channels(module), *shape)
+    dummy = torch.randn(1, input_channels(module), *shape)
     os.makedirs(osp.dirname(osp.abspath(output_file)), exist_ok=True)
     with warnings.catch_warnings():
         # TracerWarnings: the shape checks (``if N != H * W: raise``) trace
@@ -286,7 +268,7 @@ def exported_module(model: nn.Module, backbone_only: bool, shape):
                  f'post-processing: mmdeploy)')
     module = BackboneFeatures(backbone).eval()
     with torch.no_grad():
-        outs = module(torch.zeros(1, models.input_channels(module), *shape))
+        outs = module(torch.zeros(1, input_channels(module), *shape))
     return (module, what, [f'feat{i}' for i in range(len(outs))],
             [t.dim() == 4 for t in outs])
 
@@ -300,8 +282,8 @@ def main(argv=None):
         sys.exit(f'error: {e.name} is not installed; pip install onnx '
                  f'onnxruntime (see requirements/tests.txt)')
     try:  # the checkpoint (by http(s): its download) is checked, then loaded
-        model, cfg = build_model(args.config, args.checkpoint,
-                                 args.cfg_options)
+        model, cfg, _ = build_model(args.config, args.checkpoint,
+                                    cfg_options=args.cfg_options)
     except (ValueError, RuntimeError, FileNotFoundError, TypeError) as e:
         parser.error(str(e))
     except pickle.UnpicklingError:  # another scheme: torch's loader refused

@@ -5,7 +5,7 @@ out: a warm start for CPVT.
 
     python tools/model_converters/deit2mmcpvt.py deit_tiny.pth out.pth
 """
-from convert_cli import cli
+from mmcpvt.apis.convert import cli
 
 if __name__ == '__main__':
     cli('deit', __doc__)

@@ -21,18 +21,14 @@ import argparse
 import hashlib
 import io
 import os.path as osp
-import sys
 
 import torch
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
-import common  # noqa: E402
+from mmcpvt.apis import cli
+from mmcpvt.apis.convert import load_checkpoint
+from mmcpvt.utils.checkpoint import atomic_write, state_dict_of
 
-common.setup()
-from mmcpvt.utils.checkpoint import atomic_write, state_dict_of  # noqa: E402
-
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from convert_cli import load_checkpoint  # noqa: E402
+cli.setup()
 
 SAVE_KEYS = ('meta', 'state_dict')
 
@@ -41,7 +37,7 @@ def publish(in_file: str, out_file: str, save_keys=SAVE_KEYS) -> str:
     """Write the published form of ``in_file`` next to ``out_file``, named
     ``<out_file without .pth>-<sha256[:8]>.pth``; returns that path."""
     stem = osp.splitext(osp.basename(in_file))[0]
-    common.check_output('OUT_FILE', out_file, f'{stem}.pth', inputs=[in_file])
+    cli.check_output('OUT_FILE', out_file, f'{stem}.pth', inputs=[in_file])
     checkpoint = load_checkpoint(in_file)
     state_dict = state_dict_of(checkpoint, in_file)
     if 'state_dict' not in checkpoint:  # a bare (converted) or official one

@@ -4,7 +4,7 @@ their initialisation).
 
     python tools/model_converters/swin2mmcpvt.py swin_tiny.pth out.pth
 """
-from convert_cli import cli
+from mmcpvt.apis.convert import cli
 
 if __name__ == '__main__':
     cli('swin', __doc__)

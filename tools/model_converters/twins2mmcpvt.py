@@ -7,7 +7,7 @@ pcpvt small / base / large = PVT-small / medium / large + PEG + GAP:
     python tools/model_converters/twins2mmcpvt.py pcpvt_small.pth \\
         checkpoints/twins-pcpvt-s_in1k.pth
 """
-from convert_cli import cli
+from mmcpvt.apis.convert import cli
 
 if __name__ == '__main__':
     cli('twins', __doc__)

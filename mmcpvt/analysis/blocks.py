@@ -1,16 +1,14 @@
 """The blocks of a CPVT-, PVTPEG- or SwinPEG-like backbone and the token
 maps they hand on, recorded by hooks on modules that are all called as
 ``module(tokens, hw_shape, ...)``; the backbone runs its own ``forward``.
-What the instruments of this folder and tools/visualization/vis_attention.py
-look at.
+What the instruments (:mod:`.position_probe`, :mod:`.equivariance`,
+:mod:`.attention`) look at.
 """
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn as nn
-
-from mmcpvt.models.layers import nlc_to_nchw
 
 # The key of the tokens that the first block receives, as in peg_positions
 INPUT = -1
@@ -176,7 +174,9 @@ def block_features(backbone: nn.Module,
             if out is not None and hasattr(module, 'out_hw_shape'):
                 H, W = module.out_hw_shape((H, W))  # a PEG may crop the map
             tokens = tokens[:, tokens.shape[1] - H * W:].float()
-            store[index].append(nlc_to_nchw(tokens, (H, W)).cpu())
+            # (B, H*W, C) -> (B, C, H, W)
+            store[index].append(tokens.transpose(1, 2).reshape(
+                len(tokens), -1, H, W).cpu())
 
         return hook
 

@@ -1,8 +1,8 @@
-"""What benchmark.py, cost_curve.py and train_step.py share: the models
-(MODELS, build), one model's forward or training step on a fixed input
-(Runner: its seconds by torch.utils.benchmark, its peak memory), a fresh
-process for each measurement (run_child, which runs this file), and the
-header of their tables.
+"""What tools/analysis_tools/benchmark.py, cost_curve.py and train_step.py
+share: the models (MODELS, build), one model's forward or training step on
+a fixed input (Runner: its seconds by torch.utils.benchmark, its peak
+memory), a fresh process for each measurement (run_child, which runs this
+module), and the header of their tables.
 """
 import ctypes
 import importlib
@@ -20,10 +20,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils import benchmark
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.dirname(HERE))
-import common  # noqa: E402
+from .cli import checked
+from .model_index import get_mim_root
 
 # the versions a header gives, where installed (mmcv-lite: mmcv, no ops)
 LIBS = ('timm', 'mmengine', 'mmcv', 'mmcv-lite', 'mmpretrain', 'mmdet')
@@ -71,7 +69,7 @@ MODELS = {
         **SWIN_T)),
 }
 # the type of the tools' --device: cpu, or a GPU that torch sees
-device_arg = common.checked(
+device_arg = checked(
     str, lambda d: d == 'cpu' or bool(re.fullmatch(r'cuda(:\d+)?', d))
     and torch.cuda.is_available(), 'cpu, or cuda[:N] where torch sees a GPU')
 
@@ -90,7 +88,7 @@ def build(name: str) -> nn.Module:
         return timm.create_model(cfg, pretrained=False, num_classes=0,
                                  dynamic_img_size=True)
     if is_detector(name):
-        config = Config.fromfile(os.path.join(ROOT, cfg[0]))
+        config = Config.fromfile(os.path.join(get_mim_root(), cfg[0]))
         config.model.backbone = ConfigDict(cfg[1] or config.model.backbone,
                                            init_cfg=None)
         scope, cfg = config.default_scope, config.model
@@ -252,7 +250,6 @@ def child_main():
     with the settings it ran and its figures."""
     s = Settings(**json.loads(sys.stdin.read()))
     torch.set_num_threads(s.threads)
-    common.setup()  # mmcpvt importable, from this clone if not installed
     figures = measure(Runner(s))
     print(json.dumps(dict(settings=asdict(s), **figures)), flush=True)
 
@@ -261,7 +258,7 @@ def run_child(s: Settings, timeout: float | None = None) -> dict:
     """Run ``s`` in a fresh Python process; a RuntimeError whose first
     line says why it gave no figure (failed or timeout)."""
     try:
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__)],
+        proc = subprocess.run([sys.executable, '-m', 'mmcpvt.apis.measure'],
                               input=json.dumps(asdict(s)), text=True,
                               capture_output=True, timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -1,4 +1,6 @@
-"""Command line and file handling shared by the ``*2mmcpvt.py`` converters.
+"""Converting checkpoint files: the command line and file handling shared
+by ``tools/model_converters/*2mmcpvt.py`` (the key conversions:
+:mod:`mmcpvt.utils.convert`) and ``publish_model.py``.
 
 Reads torch checkpoints (``.pth`` / ``.pt`` / ``.bin``, written by
 ``torch.save``) with ``weights_only=True`` (mmcpvt's loader: a file whose
@@ -12,17 +14,13 @@ directory, not under a file), and written atomically (never half a file).
 import argparse
 import io
 import os.path as osp
-import sys
 
 import torch
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
-import common  # noqa: E402
-
-common.setup()
-from mmcpvt.utils.checkpoint import (  # noqa: E402
-    BrokenCheckpointError, atomic_write, safe_load, state_dict_of)
-from mmcpvt.utils.convert import CONVERTERS  # noqa: E402
+from mmcpvt.utils.checkpoint import (BrokenCheckpointError, atomic_write,
+                                     safe_load, state_dict_of)
+from mmcpvt.utils.convert import CONVERTERS
+from .cli import check_output, setup
 
 ALLOWED = ('torch checkpoints written by torch.save (.pth, .pt, .bin) and '
            '.safetensors files')
@@ -49,7 +47,7 @@ def convert_file(src: str, dst: str, family: str, **kwargs) -> str:
     for files of ``PROGRESS_MIN_BYTES`` or more; returns the report's
     summary."""
     stem = osp.splitext(osp.basename(src))[0]
-    common.check_output('dst', dst, f'{stem}_mmcpvt.pth', inputs=[src])
+    check_output('dst', dst, f'{stem}_mmcpvt.pth', inputs=[src])
     checkpoint = state_dict_of(load_checkpoint(src), src)
     converted, report = CONVERTERS[family](
         checkpoint, progress=osp.getsize(src) >= PROGRESS_MIN_BYTES,
@@ -63,6 +61,7 @@ def convert_file(src: str, dst: str, family: str, **kwargs) -> str:
 
 def cli(family: str, doc: str, argv=None):
     """The command line of ``tools/model_converters/<family>2mmcpvt.py``."""
+    setup()
     parser = argparse.ArgumentParser(
         description=doc, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument(

@@ -1,10 +1,7 @@
 """What the instrument command lines share
 (tools/analysis_tools/position_probe.py, translation_equivariance.py and
 tools/visualization/vis_attention.py): their arguments, the model, the
-images and the blocks, and the checks of the paths they write.
-
-The tools import it after putting this directory and tools/ (``common``,
-``models``) on ``sys.path`` and calling ``common.setup()``.
+images and the blocks (:mod:`mmcpvt.analysis`), and the results file.
 """
 import argparse
 import copy
@@ -12,17 +9,15 @@ import json
 import os
 import os.path as osp
 import sys
-from typing import Callable, List, Optional
+from typing import Optional
 
 import torch
 import torch.nn as nn
 
-from blocks import list_blocks, resolve_block
-from common import (CfgOptionsAction, check_cfg_options,  # tools/common.py
-                    check_output, check_output_dir, checked, require)
-from mmengine.config import Config
-from models import (build_model, get_backbone,  # tools/models.py
-                    input_channels)
+from mmcpvt.analysis.blocks import list_blocks, resolve_block
+from . import cli
+from .cfg_options import CfgOptionsAction
+from .model import build_model, get_backbone, input_channels
 
 
 def make_parser(doc: str, checkpoint_required: bool = False):
@@ -61,9 +56,9 @@ def parse_instrument_args(doc: str, argv, what: str, num_images: int,
     add('--block', nargs='+', metavar='N',
         help=f'blocks to {what}: global index (-1 or "input": before the '
         'first block) or STAGE.BLOCK; default: all')
-    add('--border', type=checked(int, lambda v: v >= 0, 'must be >= 0'),
+    add('--border', type=cli.checked(int, lambda v: v >= 0, 'must be >= 0'),
         default=1, help='border width in tokens (default 1)')
-    count = checked(int, lambda v: v >= 1, 'must be >= 1')
+    count = cli.checked(int, lambda v: v >= 1, 'must be >= 1')
     add('--num-images', type=count, default=num_images,
         help=f'images to use (default {num_images})')
     add('--random-images', action='store_true',
@@ -77,40 +72,26 @@ def parse_instrument_args(doc: str, argv, what: str, num_images: int,
         add(f'--{name}', **kwargs)
     args = parser.parse_args(argv)
     if args.out is not None:
-        try:
-            check_output('--out', args.out, out_example,
-                         [args.config, args.checkpoint])
-        except ValueError as e:
-            parser.error(str(e))
+        with cli.usage_errors(parser):
+            cli.check_output('--out', args.out, out_example,
+                             [args.config, args.checkpoint])
     return parser, args
-
-
-def check_out_dir(parser, option: str, path, what: str = 'the results'):
-    """Refuse, before any work, an output directory that is a file (or is
-    under one): :func:`common.check_output_dir` as a usage error."""
-    try:
-        check_output_dir(option, path, what)
-    except ValueError as e:
-        parser.error(str(e))
 
 
 def load(parser, args):
     """``(model, backbone, cfg)`` from the arguments (missing files refused
     before anything is built); prints what the checkpoint gave on
     stderr."""
-    require(parser, args.config, 'config')
+    cli.require(parser, args.config, 'config')
     if args.checkpoint is not None:
-        require(parser, args.checkpoint, 'checkpoint')
-    try:
-        cfg = Config.fromfile(args.config)
-        if args.cfg_options:  # misspelt keys are refused
-            check_cfg_options(cfg, args.cfg_options, args.config)
-            cfg.merge_from_dict(args.cfg_options)
-        model, cfg, report = build_model(cfg, args.checkpoint, args.device)
+        cli.require(parser, args.checkpoint, 'checkpoint')
+    with cli.usage_errors(parser, (ValueError, RuntimeError,
+                                   FileNotFoundError, TypeError)):
+        model, cfg, report = build_model(args.config, args.checkpoint,
+                                         args.device,
+                                         cfg_options=args.cfg_options)
         backbone = get_backbone(model)
-        list_blocks(backbone)
-    except (ValueError, RuntimeError, FileNotFoundError, TypeError) as e:
-        parser.error(str(e))
+        list_blocks(backbone)  # a TypeError for another kind of backbone
     print(describe_load(report, args.checkpoint), file=sys.stderr)
     return model, backbone, cfg
 
@@ -139,10 +120,8 @@ def backbone_blocks_images(parser, args):
     (``--random-images`` or the config's test data) of a probe or
     equivariance run."""
     model, backbone, cfg = load(parser, args)
-    try:
+    with cli.usage_errors(parser, ValueError):
         wanted = {resolve_block(backbone, s) for s in args.block or ()}
-    except ValueError as e:
-        parser.error(str(e))
     infos = [i for i in list_blocks(backbone)
              if not wanted or i.index in wanted]
     if args.random_images:
@@ -156,10 +135,8 @@ def backbone_blocks_images(parser, args):
                      'come at the size of the config\'s pipeline')
     print(f'reading {args.num_images} images of the test data...',
           file=sys.stderr)
-    try:
+    with cli.usage_errors(parser, (RuntimeError, ValueError)):
         return backbone, infos, dataset_images(cfg, model, args.num_images)
-    except (RuntimeError, ValueError) as e:
-        parser.error(str(e))
 
 
 def size_option(args, images: torch.Tensor) -> str:
@@ -182,22 +159,6 @@ def write_results(args, images: torch.Tensor, **results) -> None:
                        random_images=args.random_images, border=args.border,
                        **results), f, indent=2)
     print(f'wrote {args.out}', file=sys.stderr)
-
-
-def text_table(heads: List[str], rows: List[List[str]]) -> str:
-    """``rows`` of cells under ``heads``, each column as wide as its widest
-    cell, the first left-aligned, the others right-aligned."""
-    rows = [heads] + rows
-    widths = [max(len(r[i]) for r in rows) for i in range(len(heads))]
-    return '\n'.join(f'{r[0]:<{widths[0]}}  ' + '  '.join(
-        f'{c:>{w}}' for c, w in zip(r[1:], widths[1:])) for r in rows)
-
-
-def stderr_progress(what: str) -> Callable[[int, int], None]:
-    """A ``progress(done, total)`` that prints ``what: done/total`` on
-    stderr."""
-    return lambda done, total: print(f'{what}: {done}/{total}',
-                                     file=sys.stderr, flush=True)
 
 
 def preprocess(model: nn.Module, inputs: list, data_samples=None):

@@ -4,7 +4,7 @@ mmengine 0.10 cannot start a distributed run on a machine without an
 accelerator: ``init_dist`` calls ``torch.cuda.set_device`` for every
 launcher, and ``Runner.wrap_model`` gives DDP ``device_ids=[LOCAL_RANK]``,
 which torch refuses for a module on the CPU. :func:`setup_cpu_dist`, called
-by :func:`common.build_runner` before the runner exists, creates the process
+by :func:`.cli.build_runner` before the runner exists, creates the process
 group itself (gloo where the config asks for a GPU-only backend) and sets
 ``device_ids=None``, in the config, so the config dumped to ``work_dir``
 says what ran. With an accelerator it does nothing. See

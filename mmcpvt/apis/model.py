@@ -2,9 +2,6 @@
 that the config's ``default_scope`` names (``mmpretrain.apis.init_model``,
 ``mmdet.apis.init_detector`` or ``mmseg.apis.init_model``), then
 initialised and loaded by :func:`build_model`.
-
-Tools import it as they import ``common`` (this folder on ``sys.path``),
-after ``common.setup()``.
 """
 import copy
 import importlib
@@ -21,6 +18,7 @@ from mmengine.registry import init_default_scope
 
 from mmcpvt.utils.checkpoint import check_checkpoint, require_file
 from mmcpvt.utils.convert import unwrap
+from .cfg_options import merge_cfg_options
 
 INIT_FUNCTIONS = {
     'mmpretrain': ('mmpretrain.apis', 'init_model'),
@@ -88,11 +86,13 @@ def build_model(config: Union[str, Config],
                 checkpoint: Optional[str] = None,
                 device: str = 'cpu',
                 seed: Optional[int] = 0,
-                pretrained: bool = False):
+                pretrained: bool = False,
+                cfg_options: Optional[dict] = None):
     """``(model, cfg, report)``: the model of a classifier, detector or
-    segmentor config in eval mode on ``device``, built by
-    :func:`init_model`, then ``init_weights`` and the checkpoint;
-    ``report`` is :func:`load_weights`'s (None without one).
+    segmentor config (``--cfg-options`` merged: a misspelt key is a
+    ValueError) in eval mode on ``device``, built by :func:`init_model`,
+    then ``init_weights`` and the checkpoint; ``report`` is
+    :func:`load_weights`'s (None without one).
 
     The weights are the checkpoint's, or the config's random initialisation
     without one; ``Pretrained`` init_cfg entries are loaded only with
@@ -104,6 +104,7 @@ def build_model(config: Union[str, Config],
     if not isinstance(cfg, Config):
         require_file(cfg, 'config')
         cfg = Config.fromfile(cfg)
+    merge_cfg_options(cfg, cfg_options, cfg.filename)
     with quiet_logs(), torch.random.fork_rng(devices=[],
                                              enabled=seed is not None):
         if seed is not None:

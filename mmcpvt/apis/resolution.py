@@ -2,8 +2,7 @@
 pipeline's resize and crop rewritten for one size) and the config's model as
 initialised, saved as a checkpoint (the untrained baseline). Used by
 tools/analysis_tools/eval_resolutions.py, whose docstring says what a size
-means for each protocol, and demo/demo.py, which put this directory on
-``sys.path``.
+means for each protocol, and demo/demo.py.
 
 The task follows the config's ``default_scope``: ``mmpretrain``
 (classification), ``mmdet`` (detection) or ``mmseg`` (segmentation). Only
@@ -12,16 +11,13 @@ left as it is.
 """
 import copy
 import gc
-import os.path as osp
-import sys
 from contextlib import redirect_stderr, redirect_stdout
 from typing import List, Optional
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
-import common  # noqa: E402  (tools/common.py)
+import torch
 
-common.setup()
-import mmcpvt  # noqa: E402,F401  (registers the models: demo/demo.py)
+from .cli import build_runner
+from .model import build_model
 
 TASKS = {'mmpretrain': 'classification', 'mmdet': 'detection',
          'mmseg': 'segmentation'}
@@ -165,8 +161,6 @@ def save_untrained(cfg, path: str, log: str, seed: int = 0) -> None:
     at ``path``; what building it prints (its init table) goes to the file
     ``log``. A backbone ``init_cfg`` of type ``Pretrained`` is loaded, as
     training would."""
-    import torch
-    from models import build_model  # tools/models.py
     with open(log, 'w') as f, redirect_stdout(f), redirect_stderr(f):
         model, _, _ = build_model(cfg, seed=seed, pretrained=True)
     torch.save({'state_dict': model.state_dict(), 'meta': {}}, path)
@@ -177,7 +171,6 @@ def run_test(cfg, console_path: str) -> dict:
     builds it, in this process); the runner's console output goes to
     ``console_path`` (its log file is in its work dir as usual). Returns the
     metrics, numpy and torch scalars as plain numbers (for JSON)."""
-    from common import build_runner
     with open(console_path, 'w') as console, redirect_stdout(console), \
             redirect_stderr(console):
         runner = build_runner(cfg)

@@ -26,8 +26,8 @@ def patch_embed(in_channels: int, embed_dims: int, patch_size: int,
 
 
 def arch_settings(arch: Union[str, dict], zoo: dict) -> dict:
-    """``arch``: a name in ``zoo``, or a dict with the keys of its entries
-    (a key the backbone does not read would be ignored without a word)."""
+    """``arch``: a name in ``zoo``, or a dict of its entries' keys (another
+    key would be ignored without a word)."""
     if isinstance(arch, str):
         assert arch.lower() in zoo, f'arch {arch!r} is not in {sorted(zoo)}'
         return zoo[arch.lower()]
@@ -38,33 +38,31 @@ def arch_settings(arch: Union[str, dict], zoo: dict) -> dict:
 
 def block_positions(name: str, positions: Union[int, Sequence[int]],
                     num_blocks: int) -> tuple:
-    """``positions`` among ``num_blocks`` blocks as a tuple: -1 before the
-    first block, ``j`` after block ``j``; each once (a bool is no int)."""
+    """``positions``: -1 before the first block, ``j`` after block ``j``."""
     positions = (positions, ) if isinstance(positions, int) else tuple(
         positions)
     assert len(set(positions)) == len(positions) and all(
-        type(p) is int and -1 <= p < num_blocks for p in positions), \
-        f'{name} must be distinct ints from -1 to {num_blocks - 1}, got ' \
-        f'{positions}'
+        type(p) is int and -1 <= p < num_blocks for p in positions), (
+        f'{name} must be distinct ints from -1 to {num_blocks - 1}, got '
+        f'{positions}')
     return positions
 
 
 def stage_indices(indices: Union[int, Sequence[int]], num: int) -> tuple:
-    """``out_indices`` of ``num`` stages (negative: from the end) as a sorted
-    tuple; each once, so that every index gives an output."""
+    """``out_indices`` of ``num`` stages (negative: from the end), sorted."""
     indices = (indices, ) if isinstance(indices, int) else tuple(indices)
     wrapped = {i % num for i in indices if type(i) is int and -num <= i < num}
-    assert indices and len(wrapped) == len(indices), \
-        f'out_indices must be distinct ints from {-num} to {num - 1}, got ' \
-        f'{indices}'
+    assert indices and len(wrapped) == len(indices), (
+        f'out_indices must be distinct ints from {-num} to {num - 1}, got '
+        f'{indices}')
     return tuple(sorted(wrapped))
 
 
 def drop_path_rates(drop_path_rate: float, num_blocks: int) -> list:
-    """Stochastic depth rising from 0 to ``drop_path_rate`` over the blocks
-    (a negative rate would turn it off without a word)."""
-    assert 0 <= drop_path_rate < 1, \
-        f'drop_path_rate must be in [0, 1), got {drop_path_rate}'
+    """Stochastic depth rising from 0 to ``drop_path_rate`` (a negative rate
+    would turn it off without a word)."""
+    assert 0 <= drop_path_rate < 1, (
+        f'drop_path_rate must be in [0, 1), got {drop_path_rate}')
     return torch.linspace(0, drop_path_rate, num_blocks).tolist()
 
 
@@ -76,9 +74,8 @@ class BaseBackbone(CheckpointLoading):
     ``__init__``.
 
     Args:
-        num_stages (int): Stages (CPVT: encoders) that ``frozen_stages``
-            counts.
-        peg_cfg (dict, optional): Extra :class:`ConditionalPositionEncoding`
+        num_stages (int): Stages (CPVT: encoders) ``frozen_stages`` counts.
+        peg_cfg (dict, optional): Other :class:`ConditionalPositionEncoding`
             arguments of every PEG.
         frozen_stages (int): Freezes the patch embedding and the first
             ``frozen_stages`` stages with their PEGs; -1: none.
@@ -94,9 +91,9 @@ class BaseBackbone(CheckpointLoading):
                  frozen_stages: int, norm_eval: bool, with_cp: bool,
                  init_cfg: Optional[Union[dict, list]]):
         super().__init__(init_cfg)
-        assert -1 <= frozen_stages <= num_stages, \
-            f'frozen_stages must be from -1 to {num_stages}, got ' \
-            f'{frozen_stages}'
+        assert -1 <= frozen_stages <= num_stages, (
+            f'frozen_stages must be from -1 to {num_stages}, got '
+            f'{frozen_stages}')
         self.peg_cfg = peg_cfg or {}
         self.frozen_stages = frozen_stages
         self.norm_eval = norm_eval
@@ -111,9 +108,9 @@ class BaseBackbone(CheckpointLoading):
                     num_extra_tokens=num_extra_tokens, **self.peg_cfg)
         # else the next block gets a map of another size, and says so less
         assert self.pegs_may_shrink or all(
-            peg.with_identity for peg in pegs.values()), \
-            f'{type(self).__name__} needs PEGs that keep the map size, got ' \
-            f'peg_cfg={self.peg_cfg}; leave out padding and stride'
+            peg.with_identity for peg in pegs.values()), (
+            f'{type(self).__name__} needs PEGs that keep the map size, got '
+            f'peg_cfg={self.peg_cfg}; leave out padding and stride')
         return pegs
 
     def run_block(self, block: nn.Module, x: torch.Tensor, *args):

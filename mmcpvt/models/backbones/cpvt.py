@@ -23,52 +23,43 @@ POS_EMBEDS = ('none', 'learned', 'sincos2d')
 
 @register_model
 class CPVT(BaseBackbone):
-    """Conditional Position encoding Vision Transformer.
-
-    DeiT-Ti/S/B with the learned position table replaced by PEGs placed after
-    the configured encoder blocks. The baselines of the paper (DeiT with a
-    learned table, 2-D sin-cos, no encoding, PEG + learned table, learned
-    tables in six blocks, 2-D relative position encoding, with or without a
-    learned table) are the same class with other ``pos_embed`` /
+    """Conditional Position encoding Vision Transformer: DeiT-Ti/S/B with
+    PEGs after the configured encoders instead of the learned table. The
+    paper's baselines (learned table, 2-D sin-cos, none, PEG + table, tables
+    in six blocks, 2-D RPE) are this class with other ``pos_embed`` /
     ``pos_embed_positions`` / ``peg_positions`` / ``rpe_cfg``.
 
     Args:
         arch (str | dict): 'tiny' / 'small' / 'base' (or 't' / 's' / 'b'),
             or a dict with keys ``embed_dims``, ``num_layers``, ``num_heads``
             and ``feedforward_channels``. Defaults to 'tiny'.
-        img_size (int | tuple): Training input size; only the learned
-            position table depends on it. Defaults to 224.
+        img_size (int | tuple): Input size the learned tables are made for.
+            Defaults to 224.
         patch_size (int): Patch size. Defaults to 16.
         peg_positions (Sequence[int]): ``(0,)`` is CPVT, ``(0, 1, 2, 3, 4)``
-            the paper's double-dagger models, ``()`` no PEG. With ``peg_cfg``
-            ``padding`` below (k-1)/2 a PEG shrinks the token map, and what
-            follows takes the smaller map. Defaults to ``(0,)``.
-        pos_embed (str): Absolute position embedding: 'none', 'learned'
-            (DeiT's table, resized to other map sizes by
-            ``pos_embed_interpolation``) or 'sincos2d' (the 2-D sin-cos table,
-            computed anew for each map size: extrapolated, not resized).
+            the paper's double-dagger models, ``()`` none (-1: before the
+            first encoder). A PEG with ``peg_cfg`` padding below (k-1)/2
+            shrinks the map for what follows. Defaults to ``(0,)``.
+        pos_embed (str): 'none', 'learned' (DeiT's table, resized by
+            ``pos_embed_interpolation``: 'bicubic' as DeiT's fine-tuning, or
+            'bilinear' as PVT) or 'sincos2d' (computed for each map size).
             Defaults to 'none'.
-        pos_embed_interpolation (str): How the learned tables are resized:
-            'bicubic' (DeiT's fine-tuning) or 'bilinear' (PVT's).
-            Defaults to 'bicubic'.
-        pos_embed_positions (Sequence[int]): Where ``pos_embed`` is added,
-            as ``peg_positions`` (before a PEG at the same place), each with
-            a table of its own: ``pos_embed`` at -1 (DeiT's key),
-            ``pos_embeds.<i>`` after encoder ``i``; ``(-1, 0, 1, 2, 3, 4)``
-            is the paper's "LE in the next 5 layers". Defaults to ``(-1,)``.
-        rpe_cfg (dict, optional): Arguments of a
-            :class:`RelativePositionEncoding2d` in every encoder, e.g.
-            ``dict(clip_distance=8)`` (the paper's "2D RPE"). Defaults to None.
-        out_type (str): 'cls_token', 'avg_featmap' (global average pooling
-            of the patch tokens, CPVT-GAP) or 'featmap' (B, C, H, W).
-            Defaults to 'cls_token'.
+        pos_embed_positions (Sequence[int]): Where ``pos_embed`` is added
+            (before a PEG at the same place), a table each: ``pos_embed`` at
+            -1 (DeiT's key), ``pos_embeds.<i>`` after encoder ``i``;
+            ``(-1, 0, 1, 2, 3, 4)`` is the paper's "LE in the next 5
+            layers". Defaults to ``(-1,)``.
+        rpe_cfg (dict, optional): :class:`RelativePositionEncoding2d`
+            arguments of every encoder, e.g. ``dict(clip_distance=8)`` (the
+            paper's "2D RPE"). Defaults to None.
+        out_type (str): 'cls_token', 'avg_featmap' (pooled patch tokens,
+            CPVT-GAP) or 'featmap' (B, C, H, W). Defaults to 'cls_token'.
         with_cls_token (bool, optional): A class token; None: only with
             ``out_type='cls_token'``. Defaults to None.
         final_norm (bool): Norm after the last encoder. Defaults to True.
 
-    ``frozen_stages`` also freezes the class token and the tables before
-    and after the frozen encoders. Other arguments: see
-    :class:`BaseBackbone`.
+    ``frozen_stages`` counts encoders, and also freezes the class token and
+    the tables of frozen positions. Other arguments: :class:`BaseBackbone`.
     """
     checkpoint_family = 'deit'
     pegs_may_shrink = True
@@ -102,10 +93,10 @@ class CPVT(BaseBackbone):
         super().__init__(arch['num_layers'], peg_cfg, frozen_stages,
                          norm_eval, with_cp, init_cfg)
         # else the last branch of the output or the table would be taken
-        assert out_type in OUT_TYPES, \
-            f'out_type must be one of {OUT_TYPES}, got {out_type!r}'
-        assert pos_embed in POS_EMBEDS, \
-            f'pos_embed must be one of {POS_EMBEDS}, got {pos_embed!r}'
+        assert out_type in OUT_TYPES, (
+            f'out_type must be one of {OUT_TYPES}, got {out_type!r}')
+        assert pos_embed in POS_EMBEDS, (
+            f'pos_embed must be one of {POS_EMBEDS}, got {pos_embed!r}')
         self.embed_dims = arch['embed_dims']
         self.num_layers = arch['num_layers']
         self.out_type = out_type
@@ -113,16 +104,16 @@ class CPVT(BaseBackbone):
         self.with_cls_token = (out_type == 'cls_token' if with_cls_token is
                                None else with_cls_token)
         # else the first patch token would be taken for the class token
-        assert self.with_cls_token or out_type != 'cls_token', \
-            "out_type='cls_token' needs with_cls_token=True (or None)"
+        assert self.with_cls_token or out_type != 'cls_token', (
+            "out_type='cls_token' needs with_cls_token=True (or None)")
         self.num_extra_tokens = int(self.with_cls_token)
         self.pos_embed_interpolation = pos_embed_interpolation
         pos_embed_positions = block_positions(
             'pos_embed_positions', pos_embed_positions, self.num_layers)
-        assert pos_embed != 'none' or pos_embed_positions == (-1, ), \
-            f'pos_embed_positions={pos_embed_positions} needs a pos_embed'
-        assert pos_embed == 'none' or pos_embed_positions, \
-            f'pos_embed={pos_embed!r} needs pos_embed_positions'
+        assert pos_embed != 'none' or pos_embed_positions == (-1, ), (
+            f'pos_embed_positions={pos_embed_positions} needs a pos_embed')
+        assert pos_embed == 'none' or pos_embed_positions, (
+            f'pos_embed={pos_embed!r} needs pos_embed_positions')
 
         self.patch_embed = patch_embed(in_channels, self.embed_dims,
                                        patch_size, input_size=img_size)
@@ -159,16 +150,13 @@ class CPVT(BaseBackbone):
         self.train(self.training)
 
     def _build_pos_embed(self, kind: str, grid_size):
-        """The absolute position embedding of one position (None for
-        'none')."""
+        """The ``kind`` of table for a ``grid_size`` map (None: 'none')."""
         if kind == 'learned':
-            return LearnedPositionEmbedding(
-                self.embed_dims, grid_size, self.num_extra_tokens,
-                interpolation=self.pos_embed_interpolation)
-        if kind == 'sincos2d':
-            return SinCos2dPositionEmbedding(self.embed_dims,
-                                             self.num_extra_tokens)
-        return None
+            return LearnedPositionEmbedding(self.embed_dims, grid_size,
+                                            self.num_extra_tokens,
+                                            self.pos_embed_interpolation)
+        return SinCos2dPositionEmbedding(
+            self.embed_dims, self.num_extra_tokens) if kind != 'none' else None
 
     def frozen_modules(self) -> list:
         if self.frozen_stages < 0:

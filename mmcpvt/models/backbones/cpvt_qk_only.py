@@ -47,21 +47,19 @@ class QKPosBlock(TransformerBlock):
 
 @register_model
 class CPVTQKOnly(CPVT):
-    """CPVT whose PEGs do not change the token stream: each PEG's encoding
-    ``F(x)`` is added only to the query and key inputs of the next encoder.
-    Same arguments and parameter names as :class:`CPVT`; a PEG after the
-    last encoder has no next encoder to feed and is refused, and so is a PEG
-    that shrinks the token map (``peg_cfg`` padding), whose ``F(x)`` would
-    not match the tokens it is added to."""
+    """CPVT whose PEGs leave the token stream as it is: each PEG's ``F(x)``
+    is added to the query and key inputs of the next encoder only. Same
+    arguments and parameter names as :class:`CPVT`; a PEG after the last
+    encoder, or one that shrinks the map, is refused."""
     block_cls = QKPosBlock
     pegs_may_shrink = False
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         last = self.num_layers - 1  # else its PEG would feed nothing
-        assert str(last) not in self.pegs, \
-            f'peg_positions must not hold {last}: a PEG after the last ' \
-            f'encoder has no next encoder to feed'
+        assert str(last) not in self.pegs, (
+            f'peg_positions must not hold {last}: a PEG after the last '
+            f'encoder has no next encoder to feed')
 
     def _qk_pos(self, position: int, x: torch.Tensor, hw_shape):
         """F(x) of the PEG at ``position``; None where there is none."""

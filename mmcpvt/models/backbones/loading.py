@@ -55,17 +55,11 @@ class CheckpointLoading(BaseModule):
 
     def _check_checkpoint_fits(self, state_dict, prefix, *args):
         """Refuse, before anything is copied, a state dict that gives this
-        backbone fewer than half of its tensors: the partial loads people
-        mean are far above it (a DeiT into CPVT-Ti: 149 of 151), the
-        mistakes far below (another architecture, a wrong prefix: none).
-
-        Outside a ``Pretrained`` init_cfg (``load_from``, ``--resume``, the
-        tools, the libraries' inferencers, ``load_state_dict``) the state
-        dict must also be of this architecture: no tensor the backbone
-        lacks, none of another shape, no block missing beside blocks it
-        has (another depth would load without a word from mmengine but its
-        generic "do not match"). In a ``Pretrained`` load, where a part is
-        normal, what did not fit is one warning line."""
+        backbone fewer than half of its tensors (a DeiT into CPVT-Ti: 149 of
+        151; another architecture or a wrong prefix: none). Outside a
+        ``Pretrained`` init_cfg it must also be of this architecture (no
+        tensor it lacks, none of another shape, no block missing beside
+        blocks it has); in one, what did not fit is one warning line."""
         offered = {k[len(prefix):]: v for k, v in state_dict.items()
                    if k.startswith(prefix)}
         owner = f'the {type(self).__name__} backbone'

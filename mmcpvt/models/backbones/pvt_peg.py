@@ -23,15 +23,11 @@ OUT_TYPES = ('featmap', 'avg_featmap', 'cls_token')
 
 @register_model
 class PVTPEG(BaseBackbone):
-    """PVT v1 with a PEG after the first block of every stage.
-
-    Four stages of spatial-reduction transformer blocks at strides 4, 8, 16
-    and 32. The learned position tables of PVT are removed; a PEG follows the
-    configured block(s) of each stage. Every patch embedding pads the
-    bottom/right to a multiple of its stride, so any input size works (down
-    to 1x1: a map smaller than its spatial-reduction ratio is padded to one
-    window, see :class:`Attention`) and the stage ``i`` map is
-    ``ceil(H / 2**(i+2))`` high.
+    """PVT v1 with PEGs instead of its learned tables: four stages of
+    spatial-reduction transformer blocks at strides 4, 8, 16 and 32. Every
+    patch embedding pads the bottom/right to a multiple of its stride, so
+    any input size works (down to 1x1, see :class:`Attention`): the stage
+    ``i`` map is ``ceil(H / 2**(i+2))`` high.
 
     Args:
         arch (str | dict): 'tiny' / 'small' / 'medium' / 'large' (or 't' /
@@ -40,20 +36,20 @@ class PVTPEG(BaseBackbone):
             entry per stage). Defaults to 'tiny'.
         patch_sizes (Sequence[int]): Patch size (= stride) of each stage's
             patch embedding. Defaults to (4, 2, 2, 2).
-        pos_embed (str): 'none' or 'learned' (PVT's per-stage tables, resized
-            bilinearly to other sizes as PVT's ``_get_pos_embed`` does; the
-            baseline). Defaults to 'none'.
+        peg_positions (Sequence): An entry per stage, as CPVT's
+            ``peg_positions`` (``()``: none). Defaults to a PEG after the
+            first block of every stage.
+        pos_embed (str): 'none' or 'learned' (PVT's tables, resized
+            bilinearly as its ``_get_pos_embed``). Defaults to 'none'.
         img_size (int | tuple): Input size the learned tables are made for.
             Defaults to 224.
-        out_type (str): 'avg_featmap' (global average pooling of the last
-            stage: PVT+PEG+GAP), 'cls_token' (PVT's class token, added in the
-            last stage) or 'featmap' (NCHW maps of ``out_indices``, for
-            detection and segmentation). Defaults to 'featmap'.
-        norm_after_stage (bool): A norm at the end of every stage; without,
-            only the last stage is normed (PVT / Twins classification).
-            Defaults to False.
+        out_type (str): 'avg_featmap' (pooled last stage: PVT+PEG+GAP),
+            'cls_token' (PVT's, added in the last stage) or 'featmap' (NCHW
+            maps of ``out_indices``). Defaults to 'featmap'.
+        norm_after_stage (bool): A norm after every stage, not only the last
+            (PVT / Twins classification). Defaults to False.
 
-    A frozen stage includes its patch embedding. Other arguments: see
+    A frozen stage includes its patch embedding. Other arguments:
     :class:`BaseBackbone`.
     """
     checkpoint_family = 'twins'
@@ -86,16 +82,16 @@ class PVTPEG(BaseBackbone):
                          norm_eval, with_cp, init_cfg)
         self.num_stages = len(arch['depths'])
         # else a GAP or no table would be taken without a word
-        assert out_type in OUT_TYPES, \
-            f'out_type must be one of {OUT_TYPES}, got {out_type!r}'
-        assert pos_embed in ('none', 'learned'), \
-            f"pos_embed must be 'none' or 'learned', got {pos_embed!r}"
-        assert len(peg_positions) == self.num_stages, \
-            f'peg_positions needs an entry per stage, got {peg_positions}'
+        assert out_type in OUT_TYPES, (
+            f'out_type must be one of {OUT_TYPES}, got {out_type!r}')
+        assert pos_embed in ('none', 'learned'), (
+            f"pos_embed must be 'none' or 'learned', got {pos_embed!r}")
+        assert len(peg_positions) == self.num_stages, (
+            f'peg_positions needs an entry per stage, got {peg_positions}')
         # a reduced map has no place for the class token
-        assert out_type != 'cls_token' or arch['sr_ratios'][-1] == 1, \
-            f"out_type='cls_token' needs arch sr_ratios 1 in the last " \
-            f"stage, got {arch['sr_ratios']}"
+        assert out_type != 'cls_token' or arch['sr_ratios'][-1] == 1, (
+            f"out_type='cls_token' needs arch sr_ratios 1 in the last "
+            f"stage, got {arch['sr_ratios']}")
         self.embed_dims = arch['embed_dims']
         self.out_type = out_type
         self.out_indices = stage_indices(out_indices, self.num_stages)

@@ -48,17 +48,16 @@ class SwinBlock(TransformerBlock):
 
     def _shift_mask(self, Hp: int, Wp: int, s: int, device) -> torch.Tensor:
         """(nW, N, N) mask: -100 between tokens from different regions of
-        the map rolled by ``s``. The regions of an axis are Swin's slices
-        ``[:-ws]``, ``[-ws:-s]`` and ``[-s:]``; with ``s = 0`` they follow
-        the windows and the mask is zero. Written with comparisons, not
-        slices, so that a traced ``s`` stays symbolic (ONNX export)."""
+        the map rolled by ``s`` (an axis's are Swin's slices ``[:-ws]``,
+        ``[-ws:-s]``, ``[-s:]``), by comparisons, not slices, so that a
+        traced ``s`` stays symbolic (ONNX export)."""
         ws = self.window_size
 
         def regions(n):  # (n, ): 0, 1 or 2 per cell
             i = torch.arange(n, device=device)
             return (i >= n - ws).long() + (i >= n - s).long()
 
-        # (Hp, 1) and (1, Wp) -> (1, Hp, Wp, 1): the region of each cell
+        # (Hp, Wp): the region of each cell
         img = (regions(Hp)[:, None] * 3 + regions(Wp)[None]).float()
         windows = self._partition(img[None, :, :, None]).squeeze(-1)
         mask = windows[:, None, :] - windows[:, :, None]  # (nW, N, N)
@@ -99,9 +98,8 @@ class SwinBlock(TransformerBlock):
             self.relative_position_index.view(-1)].view(
                 ws * ws, ws * ws, -1).permute(2, 0, 1)
         if self.shift_size:
-            # A map that fits in one window is not shifted (as in Swin):
-            # s = 0 there. Arithmetic, not a branch, so that an exported
-            # graph decides it for each input size.
+            # no shift where the map fits in one window (as Swin); by
+            # arithmetic, so that an exported graph decides it for each size
             s = self.shift_size * ((H > ws) | (W > ws))
             x = self._roll(x, -s)
             mask = self._shift_mask(Hp, Wp, s, x.device)  # (nW, N, N)
@@ -149,11 +147,9 @@ class PatchMerging(BaseModule):
 
 @register_model
 class SwinPEG(BaseBackbone):
-    """Swin Transformer with a PEG after the first block of each stage.
-
-    Swin keeps its relative position bias; the PEG adds the conditional
-    (absolute) position information. Any input size works: the patch
-    embedding, windows and patch merging pad at the bottom/right.
+    """Swin Transformer with PEGs: Swin keeps its relative position bias,
+    the PEG adds the conditional (absolute) position. Any input size works:
+    the patch embedding, windows and patch merging pad at the bottom/right.
 
     Args:
         arch (str | dict): 'tiny' / 'small' / 'base' (or 't' / 's' / 'b'),
@@ -162,9 +158,11 @@ class SwinPEG(BaseBackbone):
         patch_size (int): Patch size. Defaults to 4.
         window_size (int): Window size. Defaults to 7.
         mlp_ratio (int): FFN expansion. Defaults to 4.
-        out_type (str): 'featmap' (NCHW maps of ``out_indices``, each normed,
-            for dense tasks) or 'avg_featmap' (final norm + global average
-            pooling, for classification). Defaults to 'featmap'.
+        peg_positions (Sequence): An entry per stage, as CPVT's
+            ``peg_positions``. Defaults to a PEG after each stage's first
+            block.
+        out_type (str): 'featmap' (normed NCHW maps of ``out_indices``) or
+            'avg_featmap' (final norm, pooled). Defaults to 'featmap'.
 
     A frozen stage includes the patch merging after it. Other arguments:
     see :class:`BaseBackbone`.
@@ -194,10 +192,10 @@ class SwinPEG(BaseBackbone):
                          norm_eval, with_cp, init_cfg)
         self.num_stages = len(arch['depths'])
         # else no output would be made without a word
-        assert out_type in ('featmap', 'avg_featmap'), \
-            f"out_type must be 'featmap' or 'avg_featmap', got {out_type!r}"
-        assert len(peg_positions) == self.num_stages, \
-            f'peg_positions needs an entry per stage, got {peg_positions}'
+        assert out_type in ('featmap', 'avg_featmap'), (
+            f"out_type must be 'featmap' or 'avg_featmap', got {out_type!r}")
+        assert len(peg_positions) == self.num_stages, (
+            f'peg_positions needs an entry per stage, got {peg_positions}')
         dims = [arch['embed_dims'] * 2**i for i in range(self.num_stages)]
         self.embed_dims = dims  # per stage
         self.out_type = out_type

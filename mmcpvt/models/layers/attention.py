@@ -14,33 +14,26 @@ from .utils import nchw_to_nlc, nlc_to_nchw
 class Attention(BaseModule):
     """Multi-head self-attention, optionally with PVT's spatial reduction.
 
-    Written here rather than taken from mmcv, whose ``MultiheadAttention``
-    wraps ``nn.MultiheadAttention``, which returns the attention weights by
-    default and so never takes the fused kernel. ``fused_attn`` (an
-    attribute, True; ``tools/analysis_tools/get_flops.py`` turns it off)
-    picks ``F.scaled_dot_product_attention``; the explicit softmax path
-    serves when attention maps are wanted (``return_attn``).
+    Not mmcv's ``MultiheadAttention``: it wraps ``nn.MultiheadAttention``,
+    which returns the attention weights by default and so never takes the
+    fused kernel. ``fused_attn`` (True; ``get_flops.py`` turns it off) picks
+    ``F.scaled_dot_product_attention``; the explicit softmax path serves
+    when attention maps are wanted (``return_attn``).
 
     Args:
         embed_dims (int): Embedding dimension.
         num_heads (int): Number of heads.
         qkv_bias (bool): Bias in the q/k/v projections. Defaults to True.
         attn_drop (float): Dropout on the attention weights. Defaults to 0.
-        proj_drop (float): Dropout after the output projection.
-            Defaults to 0.
-        sr_ratio (int): Spatial-reduction ratio of keys and values (PVT).
-            With r > 1, ``q`` and ``kv`` are separate projections and keys
-            and values come from the map reduced by an r x r, stride r
-            convolution and a norm: floor(H/r) x floor(W/r) of them. A map
-            smaller than r on a side (an input under 32 px in PVT's first
-            stage) is zero-padded at the bottom/right to r there, to give one
-            row or column of keys. Defaults to 1 (one ``qkv`` projection).
-        norm_cfg (dict): Norm after the spatial reduction.
-            Defaults to ``dict(type='LN')``.
-        rpe_cfg (dict, optional): Arguments of a
-            :class:`RelativePositionEncoding2d`, whose bias is added to the
-            attention logits; needs ``hw_shape`` in ``forward`` and
-            ``sr_ratio=1``. Defaults to None (none).
+        proj_drop (float): Dropout after the projection. Defaults to 0.
+        sr_ratio (int): Spatial-reduction ratio r of keys and values (PVT):
+            with r > 1, separate ``q`` and ``kv`` projections, and keys from
+            the map reduced by an r x r, stride r convolution and a norm; a
+            map under r a side (PVT's first stage under 32 px) is padded to
+            r. Defaults to 1.
+        norm_cfg (dict): Norm after the reduction. Defaults to LN.
+        rpe_cfg (dict, optional): :class:`RelativePositionEncoding2d`
+            arguments (with ``sr_ratio=1``). Defaults to None.
     """
     fused_attn = True
 
@@ -49,9 +42,10 @@ class Attention(BaseModule):
                  sr_ratio: int = 1, norm_cfg: dict = dict(type='LN'),
                  rpe_cfg: Optional[dict] = None):
         super().__init__()
-        if embed_dims % num_heads != 0:
-            raise ValueError(f'embed_dims ({embed_dims}) must be divisible '
-                             f'by num_heads ({num_heads})')
+        # else the head split fails with a reshape message
+        assert embed_dims % num_heads == 0, (
+            f'embed_dims {embed_dims} must be divisible by num_heads '
+            f'{num_heads}')
         self.num_heads = num_heads
         self.head_dims = embed_dims // num_heads
         self.scale = self.head_dims**-0.5

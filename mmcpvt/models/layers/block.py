@@ -11,24 +11,20 @@ from .ffn import FFN
 
 
 class TransformerBlock(BaseModule):
-    """``x + attn(ln1(x))`` then ``x + ffn(ln2(x))``, with drop path.
-
-    Parameter names follow mmpretrain's ``TransformerEncoderLayer``
-    (``ln1``, ``attn.qkv``, ``attn.proj``, ``ln2``, ``ffn.layers``).
+    """``x + attn(ln1(x))`` then ``x + ffn(ln2(x))``, with drop path;
+    parameters named as mmpretrain's ``TransformerEncoderLayer``.
 
     Args:
         embed_dims (int): Embedding dimension.
         num_heads (int): Number of attention heads.
         feedforward_channels (int): Hidden size of the FFN (GELU).
-        drop_rate (float): Dropout after attention and FFN projections.
-            Defaults to 0.
+        drop_rate (float): Dropout after the projections. Defaults to 0.
         attn_drop_rate (float): Dropout on attention weights. Defaults to 0.
         drop_path_rate (float): Stochastic depth rate. Defaults to 0.
         qkv_bias (bool): Bias in q/k/v projections. Defaults to True.
         sr_ratio (int): Spatial-reduction ratio (PVT). Defaults to 1.
         norm_cfg (dict): Norm layers. Defaults to ``dict(type='LN')``.
-        rpe_cfg (dict, optional): Relative position encoding of the
-            attention (see :class:`Attention`). Defaults to None.
+        rpe_cfg (dict, optional): See :class:`Attention`. Defaults to None.
     """
     attn_cls = Attention  # a subclass may attend differently
 

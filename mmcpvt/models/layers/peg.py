@@ -46,13 +46,13 @@ class ConditionalPositionEncoding(BaseModule):
                  padding_mode: str = 'zeros', frozen: bool = False,
                  num_extra_tokens: int = 0, init_cfg: Optional[dict] = None):
         super().__init__(init_cfg=init_cfg)
-        # an even kernel would grow the map by one, and padding beyond
-        # (k-1)/2 too: torch's message would then be a size mismatch
-        assert kernel_size > 0 and kernel_size % 2 == 1, \
-            f'PEG kernel_size must be a positive odd int, got {kernel_size}'
+        # an even kernel, or padding beyond (k-1)/2, grows the map: torch
+        # would then name a size mismatch
+        assert kernel_size > 0 and kernel_size % 2 == 1, (
+            f'PEG kernel_size must be a positive odd int, got {kernel_size}')
         p = kernel_size // 2 if padding is None else padding
-        assert 0 <= p <= kernel_size // 2, \
-            f'PEG padding must be from 0 to {kernel_size // 2}, got {padding}'
+        assert 0 <= p <= kernel_size // 2, (
+            f'PEG padding must be from 0 to {kernel_size // 2}, got {padding}')
         self.stride = stride
         self.kernel_size = kernel_size
         self.padding = p
@@ -99,15 +99,10 @@ class ConditionalPositionEncoding(BaseModule):
 
 
 class PEGs(ModuleDict):
-    """The PEGs of one stage, keyed by position as configs write them: -1
-    before the first block, ``j`` after block ``j`` (checkpoint keys
-    ``pegs.-1.proj.0.weight``, ``pegs.0.proj.0.weight``).
-
-    Args:
-        positions (Sequence[int]): Where the PEGs go.
-        embed_dims (int): Channels of the tokens.
-        **peg_cfg: Other :class:`ConditionalPositionEncoding` arguments.
-    """
+    """The PEGs of one stage at ``positions``, keyed as configs write them:
+    -1 before the first block, ``j`` after block ``j`` (checkpoint keys
+    ``pegs.-1.proj.0.weight``, ``pegs.0.proj.0.weight``); ``peg_cfg``: other
+    :class:`ConditionalPositionEncoding` arguments."""
 
     def __init__(self, positions: Sequence[int], embed_dims: int, **peg_cfg):
         super().__init__({

@@ -19,11 +19,10 @@ class LearnedPositionEmbedding(nn.Module):
     Args:
         embed_dims (int): Embedding dimension.
         grid_size (tuple[int]): (H, W) token grid the table is learned for.
-        num_extra_tokens (int): Leading tokens (class token) with an entry
-            of their own. Defaults to 1.
-        interpolation (str): How the table is resized: 'bicubic' (DeiT's
-            fine-tuning at a higher resolution) or 'bilinear' (PVT's
-            ``_get_pos_embed``). Defaults to 'bicubic'.
+        num_extra_tokens (int): Leading (class) tokens, an entry each.
+            Defaults to 1.
+        interpolation (str): 'bicubic' (DeiT's fine-tuning) or 'bilinear'
+            (PVT's ``_get_pos_embed``). Defaults to 'bicubic'.
     """
 
     def __init__(self, embed_dims: int, grid_size: Tuple[int, int],
@@ -39,8 +38,7 @@ class LearnedPositionEmbedding(nn.Module):
 
     def resized(self, hw_shape: Sequence[int]) -> torch.Tensor:
         """The table for an (H, W) grid: (1, extra + H*W, C)."""
-        # Traced (ONNX export), the table is always resized (the identity
-        # at its own size), so that the graph takes any size.
+        # traced (ONNX export), always resized: the graph takes any size
         if tuple(hw_shape) == self.grid_size and not torch.jit.is_tracing():
             return self.pos_embed
         n = self.num_extra_tokens
@@ -62,8 +60,7 @@ class LearnedPositionEmbedding(nn.Module):
 
 class SinCos2dPositionEmbedding(nn.Module):
     """Fixed 2-D sine-cosine embedding of the actual grid (mmpretrain's
-    table, MoCo v3 / MAE layout, cached per size); extra (class) tokens get
-    none.
+    table, MoCo v3 / MAE layout); extra (class) tokens get none.
 
     Args:
         embed_dims (int): Embedding dimension (a multiple of 4).
@@ -78,15 +75,10 @@ class SinCos2dPositionEmbedding(nn.Module):
         self.build_table = build_2d_sincos_position_embedding
         self.embed_dims = embed_dims
         self.num_extra_tokens = num_extra_tokens
-        self._cache = {}
 
     def forward(self, x: torch.Tensor, hw_shape: Sequence[int]):
-        key = (tuple(hw_shape), x.device, x.dtype)
-        if key not in self._cache:
-            # its meshgrid takes (W, H): so the tokens come row by row, and
-            # a quarter of the channels each are sin(y), cos(y), sin(x),
-            # cos(x)
-            table = self.build_table(tuple(hw_shape)[::-1], self.embed_dims)
-            self._cache[key] = table.to(device=x.device, dtype=x.dtype)
+        # its meshgrid takes (W, H): so the tokens come row by row, and a
+        # quarter of the channels each are sin(y), cos(y), sin(x), cos(x)
+        table = self.build_table(tuple(hw_shape)[::-1], self.embed_dims)
         n = self.num_extra_tokens
-        return torch.cat((x[:, :n], x[:, n:] + self._cache[key]), dim=1)
+        return torch.cat((x[:, :n], x[:, n:] + table.to(x)), dim=1)

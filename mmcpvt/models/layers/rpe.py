@@ -36,19 +36,15 @@ def relative_position_index(hw_shape: Sequence[int], num_extra_tokens: int,
 class RelativePositionEncoding2d(nn.Module):
     """Shaw et al.'s relative position encoding of the keys, in 2-D.
 
-    Adds ``q_i . a_ij / sqrt(head_dims)`` to the attention logit of query
-    ``i`` and key ``j``, where ``a_ij`` is a learned vector chosen by the
-    offset of key ``j`` from query ``i``, each axis clipped to [-K, K]
-    (K = ``clip_distance``; the paper sets K = 8). The table is joint over
-    (dy, dx), (2K+1)^2 rows, plus one row for every pair that involves an
-    extra (class) token, which has no place on the map; it is shared by the
-    heads of a block, as in Shaw et al., and has no value term (which they
-    found unnecessary). Offsets only: any input size works, and no absolute
-    position is encoded.
-
-    The bias, ``q @ table.T`` gathered with an (N, N) index of rows
-    (:func:`relative_position_index`, cached per map size), goes to the
-    attention as a float bias, so the fused SDPA path still applies.
+    Adds ``q_i . a_ij / sqrt(head_dims)`` to the logit of query ``i`` and
+    key ``j``, ``a_ij`` a learned vector chosen by the offset of key ``j``
+    from query ``i``, each axis clipped to [-K, K] (K = ``clip_distance``;
+    the paper's 8). The table is joint over (dy, dx), (2K+1)^2 rows, plus a
+    row for every pair with an extra (class) token, which has no place on
+    the map; shared by the heads of a block and without a value term, as in
+    Shaw et al. Offsets only: any input size works, and no absolute
+    position is encoded. The bias goes to the attention as a float mask, so
+    the fused SDPA path still applies.
 
     Args:
         head_dims (int): Dimension of each head.
@@ -64,24 +60,16 @@ class RelativePositionEncoding2d(nn.Module):
         self.relative_key_table = nn.Parameter(
             torch.zeros((2 * clip_distance + 1)**2 + 1, head_dims))
         trunc_normal_(self.relative_key_table, std=.02)
-        self._index_cache = {}
-
-    def extra_repr(self) -> str:
-        return (f'head_dims={self.head_dims}, '
-                f'clip_distance={self.clip_distance}')
 
     def forward(self, q: torch.Tensor,
                 hw_shape: Sequence[int]) -> torch.Tensor:
-        """Queries (B, heads, N, head_dims), of which the first
-        ``N - H*W`` are extra tokens, and the (H, W) of the map -> the
-        attention bias (B, heads, N, N)."""
+        """Queries (B, heads, N, head_dims), of which the first ``N - H*W``
+        are extra tokens, and the (H, W) of the map -> the attention bias
+        (B, heads, N, N)."""
         B, heads, N, _ = q.shape
-        num_extra = N - hw_shape[0] * hw_shape[1]
-        key = (tuple(hw_shape), num_extra, q.device)
-        if key not in self._index_cache:
-            self._index_cache[key] = relative_position_index(
-                hw_shape, num_extra, self.clip_distance, q.device)
-        index = self._index_cache[key]  # (N, N)
+        index = relative_position_index(hw_shape, N - hw_shape[0] *
+                                        hw_shape[1], self.clip_distance,
+                                        q.device)  # (N, N)
         # (B, heads, N, head_dims) @ (head_dims, R) -> (B, heads, N, R)
         logits = (q * self.scale) @ self.relative_key_table.T.to(q.dtype)
         # (B, heads, N, R) -> (B, heads, N, N)

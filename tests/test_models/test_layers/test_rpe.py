@@ -102,14 +102,6 @@ def test_parameter_count_and_init():
     assert n_params(model) - n_params(plain) == 12 * 18_560
 
 
-def test_index_is_cached_per_map_size():
-    rpe, q = _rpe_and_queries(3, 4)
-    rpe(q, (3, 4))
-    rpe(q, (3, 4))
-    rpe(q[..., :1 + 6, :], (2, 3))
-    assert len(rpe._index_cache) == 2
-
-
 def _rpe_backbone_cfg():
     cfgs = [c for c in SMALL_BACKBONES['CPVT'] if 'rpe_cfg' in c]
     assert cfgs, 'tests/utils.py lists no CPVT with a relative encoding'

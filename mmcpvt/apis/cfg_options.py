@@ -17,8 +17,8 @@ class CfgOptionsAction(DictAction):
     """mmengine's ``DictAction`` (``--cfg-options key=value ...`` into a
     dict) that refuses an item without ``key=`` with an argparse error,
     not a traceback ("not enough values to unpack"), and takes the value of
-    a ``PATHS`` key as it is (mmengine's parsing makes ``a,b.pth`` a list
-    and drops the space of ``a b.pth``)."""
+    a ``PATHS`` key as one path, or None (mmengine's parsing makes
+    ``a,b.pth`` a list and drops the space of ``a b.pth``)."""
 
     PATHS = ('load_from', )
 
@@ -31,8 +31,10 @@ class CfgOptionsAction(DictAction):
                     'model.backbone.arch=small (no spaces around "=")')
         super().__call__(parser, namespace, values, option_string)
         options = getattr(namespace, self.dest)
-        options.update(item.split('=', 1) for item in values
-                       if item.split('=', 1)[0] in self.PATHS)
+        for key, value in (item.split('=', 1) for item in values):
+            if key in self.PATHS:  # quotes stripped and None, as mmengine
+                value = value.strip('\'"')
+                options[key] = None if value == 'None' else value
 
 
 # Top-level keys that mmengine's Runner reads besides the arguments of

@@ -177,11 +177,14 @@ def test_config_variable_warns(train, option, settings, monkeypatch):
     assert warning.endswith(settings)
 
 
-@pytest.mark.parametrize('path', ['a,b.pth', 'my runs/epoch_1.pth'])
-def test_load_from_is_taken_as_one_path(train, path):
-    """mmengine's parsing made 'a,b.pth' a list and dropped the space."""
-    assert merged(train, '--cfg-options', f'load_from={path}').load_from == \
-        path
+@pytest.mark.parametrize('value, path', [
+    ('a,b.pth', 'a,b.pth'), ('my runs/epoch_1.pth', 'my runs/epoch_1.pth'),
+    ('"a.pth"', 'a.pth'), ('None', None)])
+def test_load_from_is_taken_as_one_path(train, value, path):
+    """mmengine's parsing made 'a,b.pth' a list and dropped the space;
+    quotes and None are read as mmengine reads them."""
+    assert merged(train, '--cfg-options', f'load_from={value}').load_from \
+        == path
 
 
 def test_auto_scale_lr_needs_a_base_batch_size(train):

@@ -26,14 +26,12 @@ class Attention(BaseModule):
         qkv_bias (bool): Bias in the q/k/v projections. Defaults to True.
         attn_drop (float): Dropout on the attention weights. Defaults to 0.
         proj_drop (float): Dropout after the projection. Defaults to 0.
-        sr_ratio (int): Spatial-reduction ratio r of keys and values (PVT):
-            with r > 1, separate ``q`` and ``kv`` projections, and keys from
-            the map reduced by an r x r, stride r convolution and a norm; a
-            map under r a side (PVT's first stage under 32 px) is padded to
-            r. Defaults to 1.
+        sr_ratio (int): Keys and values from the map reduced by an r x r,
+            stride r convolution and a norm (PVT); a map under r a side is
+            padded to r. Defaults to 1.
         norm_cfg (dict): Norm after the reduction. Defaults to LN.
         rpe_cfg (dict, optional): :class:`RelativePositionEncoding2d`
-            arguments (with ``sr_ratio=1``). Defaults to None.
+            arguments. Defaults to None.
     """
     fused_attn = True
 
@@ -51,7 +49,6 @@ class Attention(BaseModule):
         self.scale = self.head_dims**-0.5
         self.attn_drop = attn_drop
         self.sr_ratio = sr_ratio
-
         if sr_ratio > 1:
             self.q = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
             self.kv = nn.Linear(embed_dims, embed_dims * 2, bias=qkv_bias)
@@ -75,20 +72,15 @@ class Attention(BaseModule):
                 hw_shape: Optional[Sequence[int]] = None,
                 attn_bias: Optional[torch.Tensor] = None,
                 return_attn: bool = False):
-        """Attend over the tokens x (B, N, C), of which the last H*W are the
-        ``hw_shape`` map (needed by spatial reduction, where N = H*W, and by
-        the relative encoding). ``attn_bias`` (Swin's relative position bias
-        and shift mask) is added to the logits (B, heads, N, N_kv). With
-        ``return_attn``, returns ``(out, attn)``, the weights as the logits.
-        """
+        """Tokens (B, N, C), the last H*W of the ``hw_shape`` map; an
+        ``attn_bias`` (B, heads, N, N_kv) is added to the logits."""
         if self.sr_ratio > 1:
             q = self._split_heads(self.q(x), 1)[0]
             feat = nlc_to_nchw(x, hw_shape)  # (B, N, C) -> (B, C, H, W)
             r, (H, W) = self.sr_ratio, hw_shape
             if H < r or W < r:  # at least one r x r window
                 feat = F.pad(feat, (0, max(r - W, 0), 0, max(r - H, 0)))
-            # (B, C, H, W) -> reduced (B, N', C)
-            x_ = nchw_to_nlc(self.sr(feat))
+            x_ = nchw_to_nlc(self.sr(feat))  # reduced (B, N', C)
             k, v = self._split_heads(self.kv(self.norm(x_)), 2).unbind(0)
         else:
             q, k, v = self._split_heads(self.qkv(x), 3).unbind(0)
@@ -97,8 +89,7 @@ class Attention(BaseModule):
 
     def position_bias(self, q: torch.Tensor, hw_shape,
                       attn_bias: Optional[torch.Tensor] = None):
-        """``attn_bias`` plus the relative position bias of the queries
-        (B, heads, N, head_dims), if there is one."""
+        """``attn_bias`` plus the relative position bias, if any."""
         if self.rpe is None:
             return attn_bias
         bias = self.rpe(q, hw_shape)  # (B, heads, N, N)
@@ -107,8 +98,8 @@ class Attention(BaseModule):
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                attn_bias: Optional[torch.Tensor] = None,
                return_attn: bool = False):
-        """Heads (B, heads, N, head_dims) -> projected tokens (B, N, C)
-        (and the attention weights with ``return_attn``)."""
+        """Heads (B, heads, N, head_dims) -> projected tokens (B, N, C),
+        and the attention weights with ``return_attn``."""
         if self.fused_attn and not return_attn:
             x = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=attn_bias,
@@ -120,7 +111,6 @@ class Attention(BaseModule):
                 attn = attn + attn_bias
             attn = attn.softmax(dim=-1)
             x = F.dropout(attn, self.attn_drop, self.training) @ v
-        # (B, heads, N, head_dims) -> (B, N, C)
-        x = x.transpose(1, 2).flatten(2)
+        x = x.transpose(1, 2).flatten(2)  # (B, heads, N, d) -> (B, N, C)
         x = self.proj_drop(self.proj(x))
         return (x, attn) if return_attn else x

@@ -11,20 +11,15 @@ from .ffn import FFN
 
 
 class TransformerBlock(BaseModule):
-    """``x + attn(ln1(x))`` then ``x + ffn(ln2(x))``, with drop path;
+    """``x + attn(ln1(x))``, then ``x + ffn(ln2(x))``, with drop path;
     parameters named as mmpretrain's ``TransformerEncoderLayer``.
 
     Args:
-        embed_dims (int): Embedding dimension.
-        num_heads (int): Number of attention heads.
         feedforward_channels (int): Hidden size of the FFN (GELU).
         drop_rate (float): Dropout after the projections. Defaults to 0.
         attn_drop_rate (float): Dropout on attention weights. Defaults to 0.
         drop_path_rate (float): Stochastic depth rate. Defaults to 0.
-        qkv_bias (bool): Bias in q/k/v projections. Defaults to True.
-        sr_ratio (int): Spatial-reduction ratio (PVT). Defaults to 1.
-        norm_cfg (dict): Norm layers. Defaults to ``dict(type='LN')``.
-        rpe_cfg (dict, optional): See :class:`Attention`. Defaults to None.
+        norm_cfg (dict): The two norms. Others: see :class:`Attention`.
     """
     attn_cls = Attention  # a subclass may attend differently
 
@@ -36,9 +31,8 @@ class TransformerBlock(BaseModule):
                  rpe_cfg: Optional[dict] = None):
         super().__init__()
         self.ln1 = build_norm_layer(norm_cfg, embed_dims)[1]
-        # The spatial-reduction norm keeps the attention's default: the
-        # authors' nn.LayerNorm(dim), eps 1e-5, whatever the blocks' eps
-        # (pvt.py, gvt.py; timm the same; mmpretrain's PCPVT gives it 1e-6)
+        # the spatial-reduction norm keeps the authors' eps 1e-5 whatever
+        # the blocks' eps (pvt.py, gvt.py, timm; mmpretrain's PCPVT: 1e-6)
         self.attn = self.attn_cls(
             embed_dims, num_heads, qkv_bias=qkv_bias, attn_drop=attn_drop_rate,
             proj_drop=drop_rate, sr_ratio=sr_ratio, rpe_cfg=rpe_cfg)

@@ -81,16 +81,14 @@ class ConditionalPositionEncoding(BaseModule):
         return self
 
     def out_hw_shape(self, hw_shape: Sequence[int]) -> Tuple[int, int]:
-        """The (H', W') of the map that :meth:`forward` returns for an
-        (H, W) map: (H, W) unless ``padding`` < (k-1)/2 or stride > 1."""
+        """The (H', W') of the map :meth:`forward` returns for (H, W)."""
         k, p = self.kernel_size, self.padding
         return tuple((s + 2 * p - k) // self.stride + 1 - (self.num_layers - 1)
                      * (k - 1 - 2 * p) for s in hw_shape)
 
     def forward(self, x: torch.Tensor,
                 hw_shape: Sequence[int]) -> torch.Tensor:
-        """Tokens (B, ``num_extra_tokens`` + H*W, C) and the (H, W) of the
-        map -> tokens (B, N', C') whose map is :meth:`out_hw_shape` (H, W)."""
+        """Tokens (B, extra + H*W, C) -> (B, extra + H'*W', C')."""
         n = self.num_extra_tokens
         feat = nlc_to_nchw(x[:, n:], hw_shape)  # (B, C, H, W)
         out = self.proj(feat) + feat if self.with_identity else self.proj(feat)
@@ -99,9 +97,8 @@ class ConditionalPositionEncoding(BaseModule):
 
 
 class PEGs(ModuleDict):
-    """The PEGs of one stage at ``positions``, keyed as configs write them:
-    -1 before the first block, ``j`` after block ``j`` (checkpoint keys
-    ``pegs.-1.proj.0.weight``, ``pegs.0.proj.0.weight``); ``peg_cfg``: other
+    """The PEGs of one stage, keyed by position: -1 before the first block,
+    ``j`` after block ``j`` (``pegs.-1.proj.0.weight``); ``peg_cfg``: other
     :class:`ConditionalPositionEncoding` arguments."""
 
     def __init__(self, positions: Sequence[int], embed_dims: int, **peg_cfg):
@@ -113,9 +110,8 @@ class PEGs(ModuleDict):
 
     def forward(self, position: int, x: torch.Tensor,
                 hw_shape: Sequence[int]) -> Tuple[torch.Tensor, tuple]:
-        """The tokens after the PEG at ``position`` (as they are where there
-        is none) and the (H, W) of their map (smaller after a PEG with less
-        padding), as mmcv's ``PatchMerging`` returns them."""
+        """The tokens after the PEG at ``position`` (unchanged where there is
+        none) and the (H, W) of their map, as mmcv's ``PatchMerging``."""
         if str(position) not in self:
             return x, hw_shape
         peg = self[str(position)]

@@ -10,11 +10,10 @@ from mmengine.model.weight_init import trunc_normal_
 class LearnedPositionEmbedding(nn.Module):
     """A learned position table (DeiT's, PVT's), resized for other sizes.
 
-    Resized here, not by mmpretrain's ``resize_pos_embed`` (the same
-    interpolation), which returns the table as it is at its own size: a
-    trace (ONNX export) there keeps that size for every input (exported at
-    64x64, onnxruntime fails at 48x80; test_cpvt.py::
-    test_learned_table_is_resized_in_a_trace).
+    Not mmpretrain's ``resize_pos_embed`` (the same interpolation), which
+    returns the table as it is at its own size: a trace (ONNX export) there
+    keeps that size for every input (exported at 64x64, onnxruntime fails at
+    48x80; test_cpvt.py::test_learned_table_is_resized_in_a_trace).
 
     Args:
         embed_dims (int): Embedding dimension.
@@ -43,16 +42,13 @@ class LearnedPositionEmbedding(nn.Module):
             return self.pos_embed
         n = self.num_extra_tokens
         extra, table = self.pos_embed[:, :n], self.pos_embed[:, n:]
-        C = table.shape[-1]
         # (1, h*w, C) -> (1, C, h, w)
-        table = table.reshape(1, *self.grid_size, C).permute(0, 3, 1, 2)
-        # bicubic needs float32
-        table = F.interpolate(
+        table = table.reshape(1, *self.grid_size, -1).permute(0, 3, 1, 2)
+        table = F.interpolate(  # bicubic needs float32
             table.float(), size=tuple(hw_shape), mode=self.interpolation,
             align_corners=False).to(extra.dtype)
         # (1, C, H, W) -> (1, H*W, C)
-        table = table.flatten(2).transpose(1, 2)
-        return torch.cat((extra, table), dim=1)
+        return torch.cat((extra, table.flatten(2).transpose(1, 2)), dim=1)
 
     def forward(self, x: torch.Tensor, hw_shape: Sequence[int]):
         return x + self.resized(hw_shape)
@@ -69,16 +65,14 @@ class SinCos2dPositionEmbedding(nn.Module):
 
     def __init__(self, embed_dims: int, num_extra_tokens: int = 1):
         super().__init__()
-        # imported here: mmcpvt imports without mmpretrain, whose models
-        # take ~4 s to import
+        # imported here: mmcpvt imports without mmpretrain (~4 s to import)
         from mmpretrain.models.utils import build_2d_sincos_position_embedding
         self.build_table = build_2d_sincos_position_embedding
         self.embed_dims = embed_dims
         self.num_extra_tokens = num_extra_tokens
 
     def forward(self, x: torch.Tensor, hw_shape: Sequence[int]):
-        # its meshgrid takes (W, H): so the tokens come row by row, and a
-        # quarter of the channels each are sin(y), cos(y), sin(x), cos(x)
+        # its meshgrid takes (W, H): the tokens come row by row
         table = self.build_table(tuple(hw_shape)[::-1], self.embed_dims)
         n = self.num_extra_tokens
         return torch.cat((x[:, :n], x[:, n:] + table.to(x)), dim=1)

@@ -25,90 +25,63 @@ def test_cpvt_blocks_and_shapes():
     # class token dropped: 8x8 patch tokens of 32 channels
     assert all(f.shape == (3, 32, 8, 8) for f in feats.values())
     assert list(block_features(model, images(1), blocks=[1])) == [1]
+    block_features(model.train(), images(1))  # hooks removed, mode restored
+    assert model.training and not any(
+        m._forward_hooks or m._forward_pre_hooks for m in model.modules())
 
 
-@pytest.mark.parametrize('kwargs', [
-    dict(peg_positions=(0, 1)),
-    dict(peg_positions=(-1, 2), pos_embed='learned'),
-    dict(peg_positions=(), pos_embed='sincos2d', with_cls_token=True),
-])
-def test_cpvt_features_are_its_own_outputs(kwargs):
-    x = images(2)
-    for i in range(3):
-        model = build(out_type='featmap', out_indices=i, final_norm=False,
-                      **kwargs)
-        out = model(x)[0]
-        assert torch.allclose(block_features(model, x)[i], out, atol=1e-6)
-
-
-@pytest.mark.parametrize('kwargs, sizes', [
+@pytest.mark.parametrize('type, kwargs, sizes', [
+    ('CPVT', dict(peg_positions=(0, 1)), [8] * 4),
+    ('CPVT', dict(peg_positions=(-1, 2), pos_embed='learned'), [8] * 4),
+    ('CPVT', dict(peg_positions=(), pos_embed='sincos2d',
+                  with_cls_token=True), [8] * 4),
     # a PEG without padding shrinks the map: 8x8 -> 6x6 after block 0
-    (dict(peg_positions=(0, ), peg_cfg=dict(padding=0)), [8, 6, 6, 6]),
-    (dict(peg_positions=(-1, 1), peg_cfg=dict(padding=0)), [6, 6, 4, 4]),
+    ('CPVT', dict(peg_positions=(0, ), peg_cfg=dict(padding=0)),
+     [8, 6, 6, 6]),
+    ('CPVT', dict(peg_positions=(-1, 1), peg_cfg=dict(padding=0)),
+     [6, 6, 4, 4]),
     # position tables after encoders, the last one included
-    (dict(peg_positions=(2, ), pos_embed='learned',
-          pos_embed_positions=(-1, 0, 2)), [8, 8, 8, 8]),
+    ('CPVT', dict(peg_positions=(2, ), pos_embed='learned',
+                  pos_embed_positions=(-1, 0, 2)), [8] * 4),
+    # the QK-only blocks receive the unchanged tokens
+    ('CPVTQKOnly', dict(peg_positions=(-1, 0, 1)), [8] * 4),
 ])
-def test_cpvt_features_follow_the_map_and_tables_between_blocks(
-        kwargs, sizes):
+def test_cpvt_features_are_its_own_outputs(type, kwargs, sizes):
     x = images(2)
     for i in range(3):
-        model = build(out_type='featmap', out_indices=i, final_norm=False,
-                      **kwargs)
-        out = model(x)[0]
-        assert torch.allclose(block_features(model, x)[i], out, atol=1e-6)
+        model = build(type, out_type='featmap', out_indices=i,
+                      final_norm=False, **kwargs)
+        assert torch.allclose(block_features(model, x)[i], model(x)[0],
+                              atol=1e-6)
     feats = block_features(model, x)
     assert [f.shape[-1] for f in feats.values()] == sizes
 
 
-def test_qk_only_blocks_receive_the_unchanged_tokens():
-    x = images(2)
-    for i in range(3):
-        model = build('CPVTQKOnly', peg_positions=(-1, 0, 1),
-                      out_type='featmap', out_indices=i, final_norm=False)
-        assert torch.allclose(block_features(model, x)[i], model(x)[0],
-                              atol=1e-6)
-
-
-def test_pvt_blocks_shapes_and_stage_outputs():
-    model = build('PVTPEG', arch=PVT_ARCH, peg_positions=(0, (0, 1), 0, -1),
-                  drop_path_rate=0.)
+@pytest.mark.parametrize('type, kwargs, blocks, pegs', [
+    ('PVTPEG', dict(arch=PVT_ARCH, peg_positions=(0, (0, 1), 0, -1)),
+     [(0, 0), (1, 0), (1, 1), (2, 0), (3, 0)], [0, 1, 1, 1, 1, 0]),
+    ('SwinPEG', dict(arch=SWIN_ARCH, window_size=4),
+     [(s, b) for s in range(4) for b in range(2)], [0] + [1, 0] * 4),
+])
+def test_hierarchical_blocks_shapes_and_stage_outputs(type, kwargs, blocks,
+                                                      pegs):
+    model = build(type, drop_path_rate=0., **kwargs)
     infos = list_blocks(model)
-    assert [(i.stage, i.block) for i in infos] == [(0, -1), (0, 0), (1, 0),
-                                                   (1, 1), (2, 0), (3, 0)]
-    assert [i.stride for i in infos] == [4, 4, 8, 8, 16, 32]
-    assert infos[3].name == 'stage 1 block 1' and infos[3].peg_after
+    assert [(i.stage, i.block) for i in infos] == [(0, -1)] + blocks
+    assert [i.name for i in infos] == ['input'] + [
+        f'stage {s} block {b}' for s, b in blocks]
+    assert [i.peg_after for i in infos] == [bool(p) for p in pegs]
     x = images(2)
-    feats = block_features(model, x)
-    dims = [8, 8, 16, 16, 24, 32]
-    sizes = [16, 16, 8, 8, 4, 2]
-    for info, c, s in zip(infos, dims, sizes):
-        assert feats[info.index].shape == (2, c, s, s)
-    outs = model(x)
-    last_of_stage = [0, 2, 3, 4]
-    for stage, index in enumerate(last_of_stage):
-        f = feats[index]
-        # the last stage's norm comes after the blocks
-        tokens = model.norms[stage](nchw_to_nlc(f))
-        assert torch.allclose(nlc_to_nchw(tokens, f.shape[-2:]),
-                              outs[stage], atol=1e-5)
-
-
-def test_swin_blocks_shapes_and_stage_outputs():
-    model = build('SwinPEG', arch=SWIN_ARCH, window_size=4,
-                  drop_path_rate=0.)
-    infos = list_blocks(model)
-    assert len(infos) == 1 + 8
-    assert [i.stride for i in infos] == [4, 4, 4, 8, 8, 16, 16, 32, 32]
-    x = images(2)
-    feats = block_features(model, x)
+    feats, outs = block_features(model, x), model(x)
+    dims = kwargs['arch']['embed_dims']
+    dims = dims if isinstance(dims, list) else [dims * 2**s for s in range(4)]
     for info in infos:
-        c = 8 * 2**info.stage
+        assert info.stride == 4 * 2**info.stage
         s = 64 // info.stride
-        assert feats[info.index].shape == (2, c, s, s)
-    outs = model(x)
-    for stage, index in enumerate([1, 3, 5, 7]):
-        f = feats[index]
+        assert feats[info.index].shape == (2, dims[info.stage], s, s)
+    for stage in range(4):
+        # the stage's output: its last block, then the stage's norm
+        f = feats[max(i.index for i in infos if i.stage == stage)]
         tokens = model.norms[stage](nchw_to_nlc(f))
         assert torch.allclose(nlc_to_nchw(tokens, f.shape[-2:]),
                               outs[stage], atol=1e-5)
@@ -129,14 +102,6 @@ def test_resolve_block_and_its_errors():
         resolve_block(pvt, 'last')
 
 
-def test_hooks_are_removed_and_mode_restored():
-    model = build().train()
-    block_features(model, images(1))
-    assert model.training
-    assert not any(m._forward_hooks or m._forward_pre_hooks
-                   for m in model.modules())
-
-
 TINY_CLS = dict(
     type='ImageClassifier',
     backbone=dict(type='CPVT', arch=dict(embed_dims=32, num_layers=2,
@@ -145,15 +110,14 @@ TINY_CLS = dict(
     head=dict(type='LinearClsHead', num_classes=3, in_channels=32))
 
 
-def _config(tmp_path, **backbone):
+def _config(**backbone):
     from mmengine.config import Config
     model = dict(TINY_CLS, backbone=dict(TINY_CLS['backbone'], **backbone))
     return Config(dict(model=model, default_scope='mmpretrain'))
 
 
 def test_build_model_and_load_weights(tmp_path):
-    cfg = _config(tmp_path, init_cfg=dict(type='Pretrained',
-                                          checkpoint='nowhere.pth'))
+    cfg = _config(init_cfg=dict(type='Pretrained', checkpoint='nowhere.pth'))
     src, _, report = build_model(cfg)  # Pretrained dropped, random weights
     assert report is None and not src.training
     # the random weights are seeded, the caller's random state untouched
@@ -164,7 +128,7 @@ def test_build_model_and_load_weights(tmp_path):
         src.state_dict().values(), again.state_dict().values()))
     whole = tmp_path / 'whole.pth'
     torch.save({'state_dict': src.state_dict(), 'meta': {}}, whole)
-    dst, _, report = build_model(_config(tmp_path), str(whole))
+    dst, _, report = build_model(_config(), str(whole))
     assert report['target'] == 'model'
     assert report['loaded'] == report['total']
     assert report['backbone_loaded'] == report['backbone_total'] > 0
@@ -182,11 +146,11 @@ def test_build_model_and_load_weights(tmp_path):
     with pytest.raises(ValueError, match='none of the .* tensors'):
         models.load_weights(dst, str(other))
     # wrong shapes: refused
-    small, _, _ = build_model(_config(tmp_path, patch_size=4))
+    small, _, _ = build_model(_config(patch_size=4))
     with pytest.raises(ValueError, match='1 of another shape'):
         models.load_weights(small, str(whole))
     # another depth (the whole model's checkpoint on one more layer): refused
-    deep, _, _ = build_model(_config(tmp_path, arch=dict(
+    deep, _, _ = build_model(_config(arch=dict(
         TINY_CLS['backbone']['arch'], num_layers=3)))
     torch.save({'state_dict': deep.state_dict()}, tmp_path / 'deep.pth')
     with pytest.raises(ValueError, match='another depth: the checkpoint '
@@ -204,8 +168,7 @@ def test_random_images_have_the_backbones_input_channels():
     assert random_images(build(), 1, (16, 16)).shape == (1, 3, 16, 16)
 
 
-def test_models_come_from_the_libraries_init_functions(tmp_path,
-                                                       monkeypatch):
+def test_models_come_from_the_libraries_init_functions(monkeypatch):
     import mmpretrain.apis
     from mmengine.config import Config
     calls = []
@@ -216,7 +179,7 @@ def test_models_come_from_the_libraries_init_functions(tmp_path,
         return real(cfg, checkpoint, **kwargs)
 
     monkeypatch.setattr(mmpretrain.apis, 'init_model', spy)
-    model, _, _ = build_model(_config(tmp_path))
+    model, _, _ = build_model(_config())
     assert calls == [None] and type(model).__name__ == 'ImageClassifier'
     with pytest.raises(ValueError, match="default_scope is 'mmengine'; "
                        'models are built for mmpretrain, mmdet, mmseg'):

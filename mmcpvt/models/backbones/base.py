@@ -12,22 +12,20 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from ..layers import PEGs
 from .loading import CheckpointLoading
 
-# The PEG position "before the first block" in ``peg_positions``.
-BEFORE_FIRST_BLOCK = -1
+BEFORE_FIRST_BLOCK = -1  # the PEG position before the first block
 
 
 def patch_embed(in_channels: int, embed_dims: int, patch_size: int,
                 **kwargs) -> PatchEmbed:
-    """A patch embedding that pads the bottom/right to a multiple of the
-    patch size, so that any input size works."""
+    """Pads the bottom/right to a multiple of the patch: any input size."""
     return PatchEmbed(in_channels=in_channels, embed_dims=embed_dims,
                       conv_type='Conv2d', kernel_size=patch_size,
                       stride=patch_size, padding='corner', **kwargs)
 
 
 def arch_settings(arch: Union[str, dict], zoo: dict) -> dict:
-    """``arch``: a name in ``zoo``, or a dict of its entries' keys (another
-    key would be ignored without a word)."""
+    """A name in ``zoo``, or a dict of exactly its keys (another key would
+    be ignored without a word)."""
     if isinstance(arch, str):
         assert arch.lower() in zoo, f'arch {arch!r} is not in {sorted(zoo)}'
         return zoo[arch.lower()]
@@ -59,19 +57,18 @@ def stage_indices(indices: Union[int, Sequence[int]], num: int) -> tuple:
 
 
 def drop_path_rates(drop_path_rate: float, num_blocks: int) -> list:
-    """Stochastic depth rising from 0 to ``drop_path_rate`` (a negative rate
-    would turn it off without a word)."""
+    """Stochastic depth rising from 0 (a negative rate would turn it off
+    without a word)."""
     assert 0 <= drop_path_rate < 1, (
         f'drop_path_rate must be in [0, 1), got {drop_path_rate}')
     return torch.linspace(0, drop_path_rate, num_blocks).tolist()
 
 
 class BaseBackbone(CheckpointLoading):
-    """Base of the CPVT / PVTPEG / SwinPEG backbones. A backbone provides:
-    its PEGs from :meth:`build_pegs`, run in ``forward`` as ``x, hw =
-    pegs(j, x, hw)`` after ``x = self.run_block(block, x, hw)``;
-    :meth:`frozen_modules`; and ``self.train(self.training)`` last in
-    ``__init__``.
+    """Base of the backbones. A backbone provides its PEGs from
+    :meth:`build_pegs`, run in ``forward`` as ``x, hw = pegs(j, x, hw)``
+    after ``x = self.run_block(block, x, hw)``; :meth:`frozen_modules`; and
+    ``self.train(self.training)`` last in ``__init__``.
 
     Args:
         num_stages (int): Stages (CPVT: encoders) ``frozen_stages`` counts.
@@ -83,9 +80,7 @@ class BaseBackbone(CheckpointLoading):
         with_cp (bool): Gradient checkpointing of each block.
         init_cfg (dict | list, optional): See :class:`CheckpointLoading`.
     """
-    # Whether a PEG may shrink the token map (``peg_cfg`` padding below
-    # (k-1)/2): only where the backbone follows the map size through.
-    pegs_may_shrink = False
+    pegs_may_shrink = False  # whether it follows a smaller map through
 
     def __init__(self, num_stages: int, peg_cfg: Optional[dict],
                  frozen_stages: int, norm_eval: bool, with_cp: bool,
@@ -103,7 +98,6 @@ class BaseBackbone(CheckpointLoading):
                    num_blocks: int, embed_dims: int,
                    num_extra_tokens: int = 0,
                    name: str = 'peg_positions') -> PEGs:
-        """The PEGs among ``num_blocks`` blocks at ``positions``."""
         pegs = PEGs(block_positions(name, positions, num_blocks), embed_dims,
                     num_extra_tokens=num_extra_tokens, **self.peg_cfg)
         # else the next block gets a map of another size, and says so less
@@ -114,7 +108,6 @@ class BaseBackbone(CheckpointLoading):
         return pegs
 
     def run_block(self, block: nn.Module, x: torch.Tensor, *args):
-        """``block(x, *args)``, checkpointed with ``with_cp`` in training."""
         if self.with_cp and self.training and x.requires_grad:
             return cp.checkpoint(block, x, *args, use_reentrant=False)
         return block(x, *args)

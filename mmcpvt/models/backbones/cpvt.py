@@ -35,28 +35,21 @@ class CPVT(BaseBackbone):
             and ``feedforward_channels``. Defaults to 'tiny'.
         img_size (int | tuple): Input size the learned tables are made for.
             Defaults to 224.
-        patch_size (int): Patch size. Defaults to 16.
         peg_positions (Sequence[int]): ``(0,)`` is CPVT, ``(0, 1, 2, 3, 4)``
             the paper's double-dagger models, ``()`` none (-1: before the
-            first encoder). A PEG with ``peg_cfg`` padding below (k-1)/2
-            shrinks the map for what follows. Defaults to ``(0,)``.
+            first encoder). Defaults to ``(0,)``.
         pos_embed (str): 'none', 'learned' (DeiT's table, resized by
-            ``pos_embed_interpolation``: 'bicubic' as DeiT's fine-tuning, or
-            'bilinear' as PVT) or 'sincos2d' (computed for each map size).
-            Defaults to 'none'.
+            ``pos_embed_interpolation``, 'bicubic' or 'bilinear') or
+            'sincos2d'. Defaults to 'none'.
         pos_embed_positions (Sequence[int]): Where ``pos_embed`` is added
             (before a PEG at the same place), a table each: ``pos_embed`` at
-            -1 (DeiT's key), ``pos_embeds.<i>`` after encoder ``i``;
-            ``(-1, 0, 1, 2, 3, 4)`` is the paper's "LE in the next 5
-            layers". Defaults to ``(-1,)``.
+            -1, ``pos_embeds.<i>`` after encoder ``i``. Defaults to ``(-1,)``.
         rpe_cfg (dict, optional): :class:`RelativePositionEncoding2d`
-            arguments of every encoder, e.g. ``dict(clip_distance=8)`` (the
-            paper's "2D RPE"). Defaults to None.
-        out_type (str): 'cls_token', 'avg_featmap' (pooled patch tokens,
-            CPVT-GAP) or 'featmap' (B, C, H, W). Defaults to 'cls_token'.
-        with_cls_token (bool, optional): A class token; None: only with
+            arguments of every encoder (the paper's "2D RPE").
+        out_type (str): 'cls_token', 'avg_featmap' (CPVT-GAP) or 'featmap'
+            (B, C, H, W). Defaults to 'cls_token'.
+        with_cls_token (bool, optional): None: only with
             ``out_type='cls_token'``. Defaults to None.
-        final_norm (bool): Norm after the last encoder. Defaults to True.
 
     ``frozen_stages`` counts encoders, and also freezes the class token and
     the tables of frozen positions. Other arguments: :class:`BaseBackbone`.
@@ -119,23 +112,19 @@ class CPVT(BaseBackbone):
                                        patch_size, input_size=img_size)
         if self.with_cls_token:
             self.cls_token = nn.Parameter(torch.zeros(1, 1, self.embed_dims))
-        # DeiT's table, before the first encoder
-        self.pos_embed = self._build_pos_embed(
-            pos_embed if BEFORE_FIRST_BLOCK in pos_embed_positions else
-            'none', self.patch_embed.init_out_size)
+        hw = self.patch_embed.init_out_size
+        self.pos_embed = self._build_pos_embed(  # DeiT's key
+            pos_embed if -1 in pos_embed_positions else 'none', hw)
         self.drop_after_pos = nn.Dropout(p=drop_rate)
-        # 'pegs.0' follows encoder 0
         self.pegs = self.build_pegs(peg_positions, self.num_layers,
                                     self.embed_dims, self.num_extra_tokens)
-        # 'pos_embeds.0' follows encoder 0; a learned table is made for the
-        # map it gets at img_size (smaller after a PEG without padding)
+        # a learned table is made for the map it gets at img_size
         self.pos_embeds = ModuleDict()
-        hw = self.patch_embed.init_out_size
-        for p in range(self.num_layers):
-            if str(p - 1) in self.pegs:  # the PEG before this position
-                hw = self.pegs[str(p - 1)].out_hw_shape(hw)
-            if p in pos_embed_positions:
-                self.pos_embeds[str(p)] = self._build_pos_embed(pos_embed, hw)
+        for i in range(self.num_layers):
+            if str(i - 1) in self.pegs:  # smaller after a PEG without padding
+                hw = self.pegs[str(i - 1)].out_hw_shape(hw)
+            if i in pos_embed_positions:
+                self.pos_embeds[str(i)] = self._build_pos_embed(pos_embed, hw)
         dpr = drop_path_rates(drop_path_rate, self.num_layers)
         self.layers = ModuleList([
             self.block_cls(
@@ -149,8 +138,7 @@ class CPVT(BaseBackbone):
             norm_cfg, self.embed_dims)[1] if final_norm else nn.Identity()
         self.train(self.training)
 
-    def _build_pos_embed(self, kind: str, grid_size):
-        """The ``kind`` of table for a ``grid_size`` map (None: 'none')."""
+    def _build_pos_embed(self, kind: str, grid_size) -> Optional[nn.Module]:
         if kind == 'learned':
             return LearnedPositionEmbedding(self.embed_dims, grid_size,
                                             self.num_extra_tokens,
@@ -173,26 +161,25 @@ class CPVT(BaseBackbone):
             frozen.append(self.norm)
         return frozen
 
-    def _format_output(self, x: torch.Tensor, hw_shape) -> torch.Tensor:
-        n = self.num_extra_tokens
-        if self.out_type == 'cls_token':
-            return x[:, 0]
-        if self.out_type == 'avg_featmap':
-            return x[:, n:].mean(dim=1)
-        # (B, H*W, C) -> (B, C, H, W)
-        return nlc_to_nchw(x[:, n:], hw_shape).contiguous()
-
     def _embed(self, x: torch.Tensor):
-        """Images (B, C, H, W) -> the tokens the first encoder gets (before
+        """Images (B, C, H, W) -> the tokens before the first encoder (and
         a PEG at -1) and the (H, W) of their map."""
         assert x.dim() == 4, f'x must be (B, C, H, W), got {tuple(x.shape)}'
-        B = x.shape[0]
         x, hw = self.patch_embed(x)  # (B, C, H, W) -> (B, H*W, C)
         if self.with_cls_token:
-            x = torch.cat((self.cls_token.expand(B, -1, -1), x), dim=1)
+            cls_token = self.cls_token.expand(x.shape[0], -1, -1)
+            x = torch.cat((cls_token, x), dim=1)
         if self.pos_embed is not None:
             x = self.pos_embed(x, hw)
         return self.drop_after_pos(x), hw
+
+    def _format_output(self, x: torch.Tensor, hw_shape) -> torch.Tensor:
+        if self.out_type == 'cls_token':
+            return x[:, 0]
+        x = x[:, self.num_extra_tokens:]
+        if self.out_type == 'avg_featmap':
+            return x.mean(dim=1)
+        return nlc_to_nchw(x, hw_shape).contiguous()  # (B, C, H, W)
 
     def forward(self, x: torch.Tensor) -> tuple:
         x, hw = self._embed(x)

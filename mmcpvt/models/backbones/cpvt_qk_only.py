@@ -9,6 +9,7 @@ ICLR 2023 (https://arxiv.org/abs/2102.10882).
 from typing import Optional, Sequence
 
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
 from mmcpvt.registry import register_model
@@ -17,8 +18,8 @@ from .cpvt import CPVT
 
 
 class QKPosAttention(Attention):
-    """Attention whose queries and keys see ``x + qk_pos`` and whose values
-    see ``x`` (no spatial reduction)."""
+    """Attention whose queries and keys see ``x + qk_pos``, its values
+    ``x`` (no spatial reduction)."""
 
     def forward(self, x: torch.Tensor,
                 hw_shape: Optional[Sequence[int]] = None,
@@ -35,12 +36,13 @@ class QKPosAttention(Attention):
 
 
 class QKPosBlock(TransformerBlock):
-    """The transformer block with :class:`QKPosAttention`: ``qk_pos`` is
-    added to the normed tokens that make queries and keys."""
+    """The transformer block whose queries and keys get the ``F(x)`` of the
+    PEG before it, ``peg(x) - x``, added to the normed tokens."""
     attn_cls = QKPosAttention
 
     def forward(self, x: torch.Tensor, hw_shape: Sequence[int],
-                qk_pos: Optional[torch.Tensor] = None) -> torch.Tensor:
+                peg: Optional[nn.Module] = None) -> torch.Tensor:
+        qk_pos = None if peg is None else peg(x, hw_shape) - x
         x = x + self.drop_path(self.attn(self.ln1(x), hw_shape, qk_pos))
         return x + self.drop_path(self.ffn(self.ln2(x)))
 
@@ -48,7 +50,7 @@ class QKPosBlock(TransformerBlock):
 @register_model
 class CPVTQKOnly(CPVT):
     """CPVT whose PEGs leave the token stream as it is: each PEG's ``F(x)``
-    is added to the query and key inputs of the next encoder only. Same
+    goes to the query and key inputs of the next encoder only. Same
     arguments and parameter names as :class:`CPVT`; a PEG after the last
     encoder, or one that shrinks the map, is refused."""
     block_cls = QKPosBlock
@@ -61,22 +63,14 @@ class CPVTQKOnly(CPVT):
             f'peg_positions must not hold {last}: a PEG after the last '
             f'encoder has no next encoder to feed')
 
-    def _qk_pos(self, position: int, x: torch.Tensor, hw_shape):
-        """F(x) of the PEG at ``position``; None where there is none."""
-        if str(position) not in self.pegs:
-            return None
-        return self.pegs[str(position)](x, hw_shape) - x
-
     def forward(self, x: torch.Tensor) -> tuple:
-        """CPVT's, with each PEG's F(x) given to the next encoder."""
         x, hw = self._embed(x)
-        qk_pos = self._qk_pos(-1, x, hw)
         outs = []
         for i, layer in enumerate(self.layers):
-            x = self.run_block(layer, x, hw, qk_pos)
+            peg = self.pegs[str(i - 1)] if str(i - 1) in self.pegs else None
+            x = self.run_block(layer, x, hw, peg)  # the PEG feeds Q and K
             if str(i) in self.pos_embeds:
                 x = self.pos_embeds[str(i)](x, hw)
-            qk_pos = self._qk_pos(i, x, hw)
             if i == self.num_layers - 1:
                 x = self.norm(x)
             if i in self.out_indices:

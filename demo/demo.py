@@ -26,10 +26,11 @@ from typing import Callable, Dict, Optional
 import numpy as np
 
 warnings.filterwarnings('ignore', 'pkg_resources is deprecated')
-from mmcpvt.apis.cli import check_out_dir  # noqa: E402
+from mmcpvt.apis.cfg_options import parse_cfg_options  # noqa: E402
 from mmcpvt.datasets.synthetic import coco, imagenet  # noqa: E402
 from mmcpvt.evaluation.bootstrap import (Accuracy, bootstrap,  # noqa: E402
                                          cell, interval, plot)
+from mmcpvt.utils.path import check_output_dir  # noqa: E402
 
 REPO = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
@@ -162,11 +163,9 @@ TASKS: Dict[str, Task] = {
 
 def load_config(config: str, options=()):
     """The config, with ``--cfg-options`` applied as the tools apply them."""
-    from mmengine.config import Config, DictAction
+    from mmengine.config import Config
     cfg = Config.fromfile(config, import_custom_modules=False)
-    parser = argparse.ArgumentParser()
-    parser.add_argument('--o', nargs='*', action=DictAction, default={})
-    cfg.merge_from_dict(parser.parse_args(['--o', *options]).o)
+    cfg.merge_from_dict(parse_cfg_options(list(options)))
     return cfg
 
 
@@ -524,7 +523,10 @@ def main(argv=None):
     os.chdir(REPO)  # relative paths are the repository's
     work_dir = args.work_dir or (f'work_dirs/demo_{args.task}' +
                                  '_quick' * args.quick)
-    check_out_dir(parser, '--work-dir', work_dir)
+    try:
+        check_output_dir('--work-dir', work_dir, 'the results')
+    except ValueError as e:
+        parser.error(str(e))
     if args.evaluate:  # tests, in a process of their own
         return evaluate_model(*json.loads(args.evaluate))
     sys.exit(run(args.task, args.quick, args.data_root, work_dir,

@@ -12,14 +12,17 @@ empty, truncated and unsafe files. The metrics are printed at the end.
     bash tools/dist_test.sh CONFIG CKPT 8
 """
 import argparse
+import os
 import os.path as osp
 
 import mmengine
 from mmengine.config import Config
 
 from mmcpvt.apis import cli
+from mmcpvt.apis.cfg_options import parse_cfg_options
 from mmcpvt.engine import CheckpointFitHook
-from mmcpvt.utils.checkpoint import check_checkpoint
+from mmcpvt.utils.checkpoint import check_checkpoint, require_file
+from mmcpvt.utils.path import check_output, check_output_dir
 
 cli.setup()
 
@@ -37,8 +40,21 @@ def parse_args(argv=None):
     parser.add_argument('--out-item', choices=['pred', 'metrics'],
                         default='pred', help='what --out saves')
     parser.add_argument('--show-dir', help='save drawn predictions here')
-    args = cli.parse_args(parser, argv)
-    cli.require(parser, args.checkpoint, 'checkpoint')
+    parser.add_argument(
+        '--cfg-options', nargs='+', action='extend', metavar='KEY=VALUE',
+        help='override settings in the config: key=value pairs, e.g. '
+        'test_dataloader.batch_size=32; misspelt keys are refused')
+    parser.add_argument('--launcher', default='none',
+                        choices=['none', 'pytorch', 'slurm', 'mpi'])
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    args = parser.parse_args(argv)
+    try:
+        require_file(args.config, 'config')
+        require_file(args.checkpoint, 'checkpoint')
+        args.cfg_options = parse_cfg_options(args.cfg_options)
+    except (ValueError, FileNotFoundError) as e:
+        parser.error(str(e))
+    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args
 
 
@@ -53,7 +69,7 @@ def enable_visualization(cfg: Config, show_dir: str) -> None:
     scope = cfg.get('default_scope', None)
     try:  # (mmdet puts a relative one in a new folder of the work dir)
         if scope != 'mmdet' or osp.isabs(show_dir):
-            cli.check_output_dir('--show-dir', show_dir, 'drawn predictions')
+            check_output_dir('--show-dir', show_dir, 'drawn predictions')
     except ValueError as e:
         raise SystemExit(f'test.py: error: {e}') from None
     if scope == 'mmpretrain':
@@ -98,10 +114,9 @@ def check_out(out: str, item: str, scope: str, read=()) -> None:
     formats = OUT_FORMATS[item]
     try:
         if item == 'pred' and scope == 'mmseg':  # a directory of maps
-            cli.check_output_dir('--out', out, "mmseg's prediction maps",
-                                 read)
+            check_output_dir('--out', out, "mmseg's prediction maps", read)
         else:
-            cli.check_output('--out', out, f'results{formats[0]}', read)
+            check_output('--out', out, f'results{formats[0]}', read)
             if not out.endswith(formats):
                 raise ValueError(f'--out {out}: with --out-item {item} it '
                                  f'takes a file name ending in '
@@ -112,7 +127,8 @@ def check_out(out: str, item: str, scope: str, read=()) -> None:
 
 def merge_args(cfg: Config, args) -> Config:
     """Apply the command line to ``cfg``; SystemExit on unusable options."""
-    cfg = cli.apply_common_args(cfg, args)
+    cfg = cli.apply_common_args(cfg, args.config, args.work_dir,
+                                args.launcher, args.cfg_options)
     cfg.load_from = args.checkpoint
     # a user's own config on CUDA: NMS needs mmcv's CUDA ops, refused early
     cfg.setdefault('default_hooks', {})

@@ -19,9 +19,11 @@ import os
 from mmengine.config import Config
 
 from mmcpvt.apis import cli
+from mmcpvt.apis.cfg_options import parse_cfg_options
 from mmcpvt.apis.cpu_dist import has_accelerator
 from mmcpvt.apis.resume import checkpoint_problem, resume_latest
 from mmcpvt.engine import CheckpointFitHook, WorkDirLockHook
+from mmcpvt.utils.checkpoint import require_file
 
 cli.setup()
 
@@ -40,15 +42,32 @@ def parse_args(argv=None):
                         help='scale the lr by the actual batch size')
     parser.add_argument('--no-validate', action='store_true',
                         help='do not evaluate during training')
-    args = cli.parse_args(parser, argv)
-    if args.resume not in (None, 'auto'):
-        cli.require(parser, args.resume, '--resume checkpoint')
+    parser.add_argument(
+        '--cfg-options', nargs='+', action='extend', metavar='KEY=VALUE',
+        help='override settings in the config: key=value pairs, e.g. '
+        'train_dataloader.batch_size=32; a list is key="[a,b]". New keys '
+        'that nobody would read (misspelt ones) are refused.')
+    parser.add_argument('--launcher', default='none',
+                        choices=['none', 'pytorch', 'slurm', 'mpi'])
+    # torchrun passes --local-rank (torch >= 2.0), older launchers
+    # --local_rank
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    args = parser.parse_args(argv)
+    try:
+        require_file(args.config, 'config')
+        if args.resume not in (None, 'auto'):
+            require_file(args.resume, '--resume checkpoint')
+        args.cfg_options = parse_cfg_options(args.cfg_options)
+    except (ValueError, FileNotFoundError) as e:
+        parser.error(str(e))
+    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args
 
 
 def merge_args(cfg: Config, args) -> Config:
     """Apply the command line to ``cfg``; SystemExit on unusable options."""
-    cfg = cli.apply_common_args(cfg, args)
+    cfg = cli.apply_common_args(cfg, args.config, args.work_dir,
+                                args.launcher, args.cfg_options)
     cli.add_mmcpvt_hooks(cfg)
     if args.no_validate:
         cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None

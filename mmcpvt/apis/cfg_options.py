@@ -1,9 +1,8 @@
-"""The checks of ``--cfg-options``: an item without ``key=`` is a usage
-error, and a key that mmengine would add silently (a misspelt one: the run
+"""The checks of ``--cfg-options``: an item without ``key=`` is refused,
+and a key that mmengine would add silently (a misspelt one: the run
 keeps the old value) is refused, naming the key and what to do; a setting
 of a config variable gets a warning naming the settings to change instead.
 """
-import argparse
 import difflib
 import inspect
 import logging
@@ -12,29 +11,34 @@ from typing import Dict, List, Optional
 from mmengine.config import Config, DictAction
 from mmengine.logging import print_log
 
+# keys whose value is one path, not parsed as a list
+PATHS = ('load_from', )
 
-class CfgOptionsAction(DictAction):
-    """mmengine's ``DictAction`` (``--cfg-options key=value ...`` into a
-    dict) that refuses an item without ``key=`` with an argparse error,
-    not a traceback ("not enough values to unpack"), and takes the value of
-    a ``PATHS`` key as one path, or None (mmengine's parsing makes
-    ``a,b.pth`` a list and drops the space of ``a b.pth``)."""
 
-    PATHS = ('load_from', )
+def parse_cfg_options(items: Optional[List[str]]) -> Optional[Dict]:
+    """``--cfg-options`` items ``key=value`` as a dict, each value parsed as
+    mmengine's ``DictAction`` parses it (``a,b``: a list), except the value
+    of a ``PATHS`` key: one path (``a,b.pth``, ``my runs/x.pth``), or None.
 
-    def __call__(self, parser, namespace, values, option_string=None):
-        for item in values or ():
-            if not item.split('=', 1)[0] or '=' not in item:
-                raise argparse.ArgumentError(
-                    self, f'{item!r} is not a setting: the form is '
-                    'key=value, e.g. train_dataloader.batch_size=32 or '
-                    'model.backbone.arch=small (no spaces around "=")')
-        super().__call__(parser, namespace, values, option_string)
-        options = getattr(namespace, self.dest)
-        for key, value in (item.split('=', 1) for item in values):
-            if key in self.PATHS:  # quotes stripped and None, as mmengine
-                value = value.strip('\'"')
-                options[key] = None if value == 'None' else value
+    Raises:
+        ValueError: an item that is not ``key=value``.
+    """
+    if items is None:
+        return None
+    options = {}
+    for item in items:
+        key, equals, value = item.partition('=')
+        if not key or not equals:
+            raise ValueError(
+                f'argument --cfg-options: {item!r} is not a setting: the '
+                'form is key=value, e.g. train_dataloader.batch_size=32 or '
+                'model.backbone.arch=small (no spaces around "=")')
+        if key in PATHS:  # quotes stripped and None, as mmengine
+            value = value.strip('\'"')
+            options[key] = None if value == 'None' else value
+        else:
+            options[key] = DictAction._parse_iterable(value)
+    return options
 
 
 # Top-level keys that mmengine's Runner reads besides the arguments of

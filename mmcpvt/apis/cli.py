@@ -1,15 +1,14 @@
-"""What the command-line tools share: their start-up, argparse types and
-usage errors, the checks of the paths they write
-(:mod:`mmcpvt.utils.path`), the options and the runner of the config's
-library (``--cfg-options``: :mod:`.cfg_options`; distributed runs without
-a GPU: :mod:`.cpu_dist`).
+"""What the command-line tools share: their start-up, the checks of their
+option values, the options and the runner of the config's library
+(``--cfg-options``: :mod:`.cfg_options`; distributed runs without a GPU:
+:mod:`.cpu_dist`). The tools build their own parsers; a ValueError of
+these functions is a usage error there (``parser.error(str(e))``).
 
 A tool imports it and calls :func:`setup` first::
 
     from mmcpvt.apis import cli
     cli.setup()
 """
-import argparse
 import contextlib
 import os
 import os.path as osp
@@ -19,10 +18,9 @@ from typing import Callable, List, Optional
 
 from mmengine.config import Config
 
-from mmcpvt.utils.checkpoint import FORCE, FORCE_OFF, require_file
-from mmcpvt.utils.path import (check_output,  # noqa: F401 (for the tools)
-                               check_output_dir)
-from .cfg_options import CfgOptionsAction, merge_cfg_options
+from mmcpvt.utils.checkpoint import FORCE, FORCE_OFF
+from mmcpvt.utils.path import check_output_dir
+from .cfg_options import merge_cfg_options
 
 
 def setup() -> None:
@@ -40,17 +38,6 @@ def error(text: str) -> SystemExit:
     """``prog: error: text``, the end of a tool that cannot go on."""
     return SystemExit(f'{osp.basename(sys.argv[0]) or "mmcpvt"}: error: '
                       f'{text}')
-
-
-@contextlib.contextmanager
-def usage_errors(parser: argparse.ArgumentParser,
-                 errors=(ValueError, FileNotFoundError)):
-    """``errors`` raised inside end the tool as usage errors of ``parser``
-    (exit status 2, the message after the usage line)."""
-    try:
-        yield
-    except errors as e:
-        parser.error(str(e))
 
 
 # The hooks of mmcpvt.engine that every config of ours names in
@@ -101,72 +88,53 @@ def checkpoint_errors(prog: str, cfg: Config, given: Optional[str] = None,
         ) from None
 
 
-def check_out_dir(parser: argparse.ArgumentParser, option: str, path: str,
-                  what: str = 'the results') -> None:
-    """:func:`check_output_dir` as a usage error of ``parser``."""
-    with usage_errors(parser, ValueError):
-        check_output_dir(option, path, what)
+def checked(cast, ok, rule: str) -> Callable:
+    """A check of an option's value: ``cast(value)``, refused (ValueError)
+    with ``rule`` and the value unless ``ok`` of it."""
 
-
-def checked(cast, ok, rule: str):
-    """An argparse type: ``cast(text)``, refused with ``rule`` and the text
-    given unless ``ok`` of it; the one check of the tools' option values."""
-
-    def parse(text: str):
-        value = cast(text)
+    def check(value):
+        value = cast(value)
         if not ok(value):
-            raise argparse.ArgumentTypeError(f'{rule}, got {text}')
+            raise ValueError(f'{rule}, got {value}')
         return value
 
-    parse.__name__ = cast.__name__  # argparse's "invalid int value"
-    return parse
+    return check
 
 
-def positive(cast):
-    """:func:`checked` ``cast`` of the text, > 0."""
-    return checked(cast, lambda value: value > 0, 'must be > 0')
+# checks of numbers that the parser has read (type=int or float)
+positive = checked(lambda v: v, lambda v: v > 0, 'must be > 0')
+non_negative = checked(lambda v: v, lambda v: v >= 0, 'must be >= 0')
 
 
-def require(parser: argparse.ArgumentParser, path: str, what: str) -> None:
-    """A usage error naming ``what`` for a local ``path`` that is no file
-    (:func:`mmcpvt.utils.checkpoint.require_file`)."""
-    with usage_errors(parser, FileNotFoundError):
-        require_file(path, what)
+def check_options(check: Callable, **options) -> None:
+    """``check`` (a :func:`checked`) of the values of ``options``
+    (``name=value``; a list: each item; None: not given); its ValueError
+    names the option: ``argument --name: <rule>, got <value>``."""
+    for name, values in options.items():
+        for value in values if isinstance(values, list) else [values]:
+            try:
+                value is None or check(value)
+            except ValueError as e:
+                raise ValueError(f'argument --{name.replace("_", "-")}: '
+                                 f'{e}') from None
 
 
-def parse_args(parser: argparse.ArgumentParser, argv=None):
-    """``parser`` (its ``config`` argument first) with the options every
-    runner tool takes: ``--cfg-options``, ``--launcher``, ``--local-rank``;
-    the parsed arguments, the config file checked."""
-    parser.add_argument(
-        '--cfg-options', nargs='+', action=CfgOptionsAction,
-        help='override settings in the config: key=value pairs, e.g. '
-        'train_dataloader.batch_size=32; a list is key="[a,b]". New keys '
-        'that nobody would read (misspelt ones) are refused.')
-    parser.add_argument('--launcher', default='none',
-                        choices=['none', 'pytorch', 'slurm', 'mpi'])
-    # torchrun passes --local-rank (torch >= 2.0), older launchers
-    # --local_rank
-    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
-    args = parser.parse_args(argv)
-    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
-    require(parser, args.config, 'config')
-    return args
-
-
-def apply_common_args(cfg: Config, args) -> Config:
-    """``--launcher``, ``--cfg-options`` and ``--work-dir`` (CLI > config >
-    ``./work_dirs/<config name>``); SystemExit on a ``--cfg-options`` key
-    that would be ignored (:func:`.cfg_options.check_cfg_options`) or a
-    work dir that is a file."""
-    cfg.launcher = args.launcher
+def apply_common_args(cfg: Config, config: str, work_dir: Optional[str],
+                      launcher: str = 'none',
+                      cfg_options: Optional[dict] = None) -> Config:
+    """``launcher``, ``cfg_options`` and the work dir (``work_dir`` >
+    config > ``./work_dirs/<config name>``) of the run of ``config``;
+    SystemExit on a ``--cfg-options`` key that would be ignored
+    (:func:`.cfg_options.check_cfg_options`) or a work dir that is a
+    file."""
+    cfg.launcher = launcher
     try:
-        merge_cfg_options(cfg, args.cfg_options, args.config)
-        cfg.work_dir = args.work_dir or cfg.get('work_dir', None) or osp.join(
-            './work_dirs', osp.splitext(osp.basename(args.config))[0])
+        merge_cfg_options(cfg, cfg_options, config)
+        cfg.work_dir = work_dir or cfg.get('work_dir', None) or osp.join(
+            './work_dirs', osp.splitext(osp.basename(config))[0])
         # (the runner's makedirs fails on a file with a traceback)
-        check_output_dir('--work-dir' if args.work_dir else
-                         f'work_dir of {args.config}', cfg.work_dir,
+        check_output_dir('--work-dir' if work_dir else
+                         f'work_dir of {config}', cfg.work_dir,
                          'logs and checkpoints')
     except ValueError as e:
         raise error(e) from None

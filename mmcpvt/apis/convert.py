@@ -1,5 +1,5 @@
-"""Converting checkpoint files: the command line and file handling shared
-by ``tools/model_converters/*2mmcpvt.py`` (the key conversions:
+"""Converting checkpoint files: the file handling shared by
+``tools/model_converters/*2mmcpvt.py`` (the key conversions:
 :mod:`mmcpvt.utils.convert`) and ``publish_model.py``.
 
 Reads torch checkpoints (``.pth`` / ``.pt`` / ``.bin``, written by
@@ -11,7 +11,6 @@ of tensors, or a dict whose ``state_dict`` / ``model`` is one). The
 destination is checked before anything is read (not the source, not a
 directory, not under a file), and written atomically (never half a file).
 """
-import argparse
 import io
 import os.path as osp
 
@@ -20,7 +19,7 @@ import torch
 from mmcpvt.utils.checkpoint import (BrokenCheckpointError, atomic_write,
                                      safe_load, state_dict_of)
 from mmcpvt.utils.convert import CONVERTERS
-from .cli import check_output, setup
+from mmcpvt.utils.path import check_output
 
 ALLOWED = ('torch checkpoints written by torch.save (.pth, .pt, .bin) and '
            '.safetensors files')
@@ -45,7 +44,8 @@ def convert_file(src: str, dst: str, family: str, **kwargs) -> str:
     """Convert the checkpoint file ``src`` of ``family`` into an mmcpvt
     classifier checkpoint at ``dst``, with a progress bar over the tensors
     for files of ``PROGRESS_MIN_BYTES`` or more; returns the report's
-    summary."""
+    summary and where it saved. FileNotFoundError or ValueError (a
+    CheckpointError) for a file that it cannot convert."""
     stem = osp.splitext(osp.basename(src))[0]
     check_output('dst', dst, f'{stem}_mmcpvt.pth', inputs=[src])
     checkpoint = state_dict_of(load_checkpoint(src), src)
@@ -56,28 +56,4 @@ def convert_file(src: str, dst: str, family: str, **kwargs) -> str:
         torch.save({'state_dict': converted,
                     'meta': {'converted_from': src, 'family': family}}, f)
         atomic_write(f.getvalue(), dst)
-    return report.summary()
-
-
-def cli(family: str, doc: str, argv=None):
-    """The command line of ``tools/model_converters/<family>2mmcpvt.py``."""
-    setup()
-    parser = argparse.ArgumentParser(
-        description=doc, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument(
-        'src', help='official / timm checkpoint (.pth, .pt, .bin or '
-        '.safetensors)')
-    parser.add_argument(
-        'dst', help='where to write the mmcpvt checkpoint (not src)')
-    if family == 'deit':
-        parser.add_argument(
-            '--drop-pos-embed', action='store_true',
-            help='leave the learned position table out (warm start for '
-            'CPVT)')
-    args = vars(parser.parse_args(argv))
-    src, dst = args.pop('src'), args.pop('dst')
-    try:
-        print(convert_file(src, dst, family, **args))
-    except (FileNotFoundError, ValueError) as e:
-        raise SystemExit(f'error: {e}')
-    print(f'saved {dst}')
+    return f'{report.summary()}\nsaved {dst}'

@@ -25,8 +25,9 @@ import numpy as np
 import torch
 from mmengine.config import Config
 
-from mmcpvt.apis.cli import check_out_dir, checked
+from mmcpvt.apis.cli import check_options, checked
 from mmcpvt.apis.model import build_model as build_from_config
+from mmcpvt.utils.path import check_output_dir
 # this project's own modules, beside this file (the script's folder)
 from digits_data import (CONTROL_VARIANTS, DEFAULT_VARIANTS, NUM_CLASSES,
                          PIXEL_MEAN, PIXEL_STD, REFERENCE, TEST_SETS,
@@ -308,11 +309,9 @@ def parse_args(argv=None):
     add('--variants', nargs='+',
         choices=VARIANT_NAMES + ['controls', 'all'], default=DEFAULT_VARIANTS,
         help=f'default: {DEFAULT_VARIANTS}; controls: {CONTROL_VARIANTS}')
-    add('--seeds', nargs='+', type=checked(int, lambda v: v >= 0,
-                                           'must be 0 or more'),
-        default=list(range(5)), help='default: 0-4')
-    at_least_1 = checked(int, lambda v: v >= 1, 'must be 1 or more')
-    add('--epochs', type=at_least_1,
+    add('--seeds', nargs='+', type=int, default=list(range(5)),
+        help='default: 0-4')
+    add('--epochs', type=int,
         help=f'every model, default: {Settings.epochs}')
     add('--out-dir', default='work_dirs/reproduction')
     add('--reuse', metavar='DIR', help='take the runs (variant, seed) that '
@@ -323,12 +322,19 @@ def parse_args(argv=None):
     add('--instruments', action='store_true', help='position probe, '
         'translation equivariance and attention of the seed-0 models')
     cores = len(os.sched_getaffinity(0))
-    add('--jobs', type=at_least_1, default=cores,
+    add('--jobs', type=int, default=cores,
         help='models trained at once, each in its own process with one '
         f'thread (default: the cores, {cores} here); 1 trains in this '
         'process with torch\'s threads')
     args = parser.parse_args(argv)
-    check_out_dir(parser, '--out-dir', args.out_dir)
+    try:
+        check_options(checked(int, lambda v: v >= 0, 'must be 0 or more'),
+                      seeds=args.seeds)
+        check_options(checked(int, lambda v: v >= 1, 'must be 1 or more'),
+                      epochs=args.epochs, jobs=args.jobs)
+        check_output_dir('--out-dir', args.out_dir, 'the results')
+    except ValueError as e:
+        parser.error(str(e))
     if len(set(args.seeds)) < len(args.seeds):  # one run per (variant, seed)
         parser.error(f'--seeds: each seed once, got {args.seeds}')
     if 'all' in args.variants:

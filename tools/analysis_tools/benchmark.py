@@ -30,7 +30,7 @@ from typing import Callable
 
 import torch
 
-from mmcpvt.apis.cli import positive
+from mmcpvt.apis.cli import check_options, positive
 from mmcpvt.apis.measure import (MODELS, Settings, device_arg, header,
                                  is_detector, run_child)
 
@@ -168,25 +168,31 @@ def parse_args(argv=None):
     add('--memory', nargs='*', metavar='MODEL', choices=MODELS, help='peak '
         'memory of a training step of each MODEL (default: '
         'pvt-small-peg-gap)')
-    add('--sizes', type=positive(int), nargs='+',
+    add('--sizes', type=int, nargs='+',
         help="input sizes (default: each target's, or 224; --memory: 512)")
-    add('--batch', type=positive(int), default=16,
+    add('--batch', type=int, default=16,
         help=f'batch of backbones (detectors: {DETECTOR_BATCH})')
-    add('--threads', type=positive(int), default=torch.get_num_threads())
-    add('--device', default='cpu', type=device_arg,
-        help='cpu (default) or cuda[:N]')
+    add('--threads', type=int, default=torch.get_num_threads())
+    add('--device', default='cpu', help='cpu (default) or cuda[:N]')
     add('--amp', choices=('fp32', 'bf16', 'fp16'), default='fp32',
         help='fp32 (default; TF32 off on a GPU), or autocast to bf16, or to '
         'fp16 with GradScaler')
     add('--with-cp', action='store_true', help='gradient checkpointing')
     add('--train', action='store_true', help='also the training steps')
-    add('--runs', type=positive(int), default=12, help='processes of each '
+    add('--runs', type=int, default=12, help='processes of each '
         'model, rounded up to whole ABBA blocks; 12 give 6 blocks, the '
         'fewest for a 95 %% interval')
-    add('--min-time', type=positive(float), default=3., help='seconds of '
+    add('--min-time', type=float, default=3., help='seconds of '
         'timed calls in a process (blocked_autorange; default: %(default)s)')
     add('--json', help='also write the results here')
     args = parser.parse_args(argv)
+    try:
+        check_options(positive, sizes=args.sizes, batch=args.batch,
+                      threads=args.threads, runs=args.runs,
+                      min_time=args.min_time)
+        check_options(device_arg, device=args.device)
+    except ValueError as e:
+        parser.error(str(e))
     args.runs += args.runs % 2
     if not (args.pairs or args.compile is not None
             or args.memory is not None):

@@ -19,7 +19,7 @@ import time
 
 import torch
 
-from mmcpvt.apis.cli import checked, positive
+from mmcpvt.apis.cli import check_options, non_negative, positive
 from mmcpvt.apis.measure import (MODELS, Settings, device_arg, header,
                                  is_detector, run_child)
 
@@ -144,25 +144,32 @@ def parse_args(argv=None):
     add('--models', nargs='+', default=DEFAULT_MODELS, metavar='MODEL',
         choices=[m for m in MODELS if not is_detector(m)],
         help="mmcpvt.apis.measure's names (default: %(default)s)")
-    add('--sizes', type=positive(int), nargs='+',
+    add('--sizes', type=int, nargs='+',
         default=[224, 384, 512, 768, 1024],
         help='input sides, px (default: %(default)s)')
-    add('--repeats', type=positive(int), default=3, help='processes a point')
-    add('--threads', type=positive(int), default=torch.get_num_threads())
-    add('--device', default='cpu', type=device_arg, help='cpu or cuda[:N]')
-    seconds = checked(float, lambda seconds: seconds >= 0, 'must be >= 0')
-    add('--min-time', default=1., type=seconds,
+    add('--repeats', type=int, default=3, help='processes a point')
+    add('--threads', type=int, default=torch.get_num_threads())
+    add('--device', default='cpu', help='cpu or cuda[:N]')
+    add('--min-time', default=1., type=float,
         help='seconds of timed forwards a process (blocked_autorange; '
         'default: %(default)s)')
-    add('--max-seconds', type=seconds, default=30.,
+    add('--max-seconds', type=float, default=30.,
         help="a slower forward ends the model's curve: larger sides are "
         'skipped (0: the smallest side alone; default: 30)')
-    add('--timeout', type=positive(float), default=600., help='seconds a '
+    add('--timeout', type=float, default=600., help='seconds a '
         'process may take before its point is noted as a timeout (default: '
         '600)')
     add('--json', help='write the results here')
     add('--plot', help='draw the curves here (.svg or .png)')
     args = parser.parse_args(argv)
+    try:
+        check_options(positive, sizes=args.sizes, repeats=args.repeats,
+                      threads=args.threads, timeout=args.timeout)
+        check_options(non_negative, min_time=args.min_time,
+                      max_seconds=args.max_seconds)
+        check_options(device_arg, device=args.device)
+    except ValueError as e:
+        parser.error(str(e))
     args.sizes = sorted(set(args.sizes))
     return args
 

@@ -54,11 +54,12 @@ import time
 from mmengine.config import Config
 
 from mmcpvt.apis import cli
-from mmcpvt.apis.cfg_options import CfgOptionsAction
+from mmcpvt.apis.cfg_options import parse_cfg_options
 from mmcpvt.apis.resolution import (PROTOCOLS, config_task, describe,
                                     run_test, save_untrained, set_test_size,
                                     training_size)
-from mmcpvt.utils.checkpoint import check_checkpoint
+from mmcpvt.utils.checkpoint import check_checkpoint, require_file
+from mmcpvt.utils.path import check_output_dir
 
 cli.setup()
 
@@ -85,9 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     add('config', help='mmpretrain, mmdet or mmseg config')
     add('checkpoint', nargs='*', help='checkpoint files, one row each (at '
         'least one, unless --no-checkpoint)')
-    add('--sizes', nargs='+', default=PAPER_SIZES, type=cli.checked(
-        int, lambda v: 0 < v <= MAX_SIZE, f'a size is 1 to {MAX_SIZE} px '
-        '(larger test images do not fit in memory)'),
+    add('--sizes', nargs='+', default=PAPER_SIZES, type=int,
         help='test sizes in pixels (the crop side for resize-crop, the '
         'image side for resize, the shorter side for short-side), 1 to '
         f'{MAX_SIZE}. Defaults to the paper\'s '
@@ -102,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
         'JSON and plot; defaults to the file names')
     add('--out-dir', help='defaults to work_dirs/eval_resolutions/<config '
         'name>')
-    add('--cfg-options', nargs='+', action=CfgOptionsAction,
+    add('--cfg-options', nargs='+', action='extend', metavar='KEY=VALUE',
         help='override settings in the config, key=value pairs as in '
         'tools/test.py, e.g. test_dataloader.batch_size=32')
     return parser
@@ -116,7 +115,14 @@ def parse_args(argv=None):
     if not args.checkpoint and not args.no_checkpoint:
         parser.error('give at least one CHECKPOINT; to evaluate the model '
                      'as initialised, pass --no-checkpoint')
-    cli.require(parser, args.config, 'config')
+    try:
+        require_file(args.config, 'config')
+        cli.check_options(cli.checked(
+            int, lambda v: 0 < v <= MAX_SIZE, f'a size is 1 to {MAX_SIZE} px '
+            '(larger test images do not fit in memory)'), sizes=args.sizes)
+        args.cfg_options = parse_cfg_options(args.cfg_options)
+    except (ValueError, FileNotFoundError) as e:
+        parser.error(str(e))
     if args.labels is None:  # the file names, or the paths where two are equal
         names = [osp.basename(c) for c in args.checkpoint]
         args.labels = names if len(set(names)) == len(names) else list(
@@ -131,7 +137,10 @@ def parse_args(argv=None):
     args.out_dir = args.out_dir or osp.join(
         'work_dirs', 'eval_resolutions',
         osp.splitext(osp.basename(args.config))[0])
-    cli.check_out_dir(parser, '--out-dir', args.out_dir)
+    try:
+        check_output_dir('--out-dir', args.out_dir, 'the results')
+    except ValueError as e:
+        parser.error(str(e))
     return parser, args
 
 
@@ -141,8 +150,8 @@ def load_config(parser, args):
     protocol (default: the task's first) set on ``args``."""
     cfg = Config.fromfile(args.config)
     # the runs' work dirs are under the output directory; one process
-    args.work_dir, args.launcher = args.out_dir, 'none'
-    cfg = cli.apply_common_args(cfg, args)
+    cfg = cli.apply_common_args(cfg, args.config, args.out_dir,
+                                cfg_options=args.cfg_options)
     missing = [k for k in ('test_dataloader', 'test_evaluator')
                if not cfg.get(k, None)]
     if missing:
@@ -214,9 +223,11 @@ def plot(path: str, results: dict, sizes: list, metric: str, train_size,
 def main(argv=None):
     parser, args = parse_args(argv)
     cfg, sized, pipelines = load_config(parser, args)
-    with cli.usage_errors(parser):
+    try:
         for checkpoint in args.checkpoint:  # by http(s): its download
             check_checkpoint(checkpoint, state_dict=True)
+    except (ValueError, FileNotFoundError) as e:
+        parser.error(str(e))
     task, sizes, out_dir = args.task, args.sizes, args.out_dir
     os.makedirs(out_dir, exist_ok=True)
     name = osp.splitext(osp.basename(args.config))[0]

@@ -22,6 +22,7 @@ from mmengine.logging import MMLogger
 from mmcpvt.apis import cli
 from mmcpvt.apis.model import init_model
 from mmcpvt.models.layers import Attention
+from mmcpvt.utils.checkpoint import require_file
 
 cli.setup()
 
@@ -54,14 +55,18 @@ def main():
     which.add_argument('config', nargs='?', help='config file')
     which.add_argument('--all', metavar='DIR',
                        help='count every config under DIR instead')
-    parser.add_argument('--shape', type=cli.positive(int), nargs='+',
+    parser.add_argument('--shape', type=int, nargs='+',
                         default=None,
                         help='input H [W]; default 224 for classifiers, '
                         '800 1280 for detectors, 512 for segmentors')
     parser.add_argument('--markdown', action='store_true')
     args = parser.parse_args()
-    if args.config:
-        cli.require(parser, args.config, 'config')
+    try:
+        cli.check_options(cli.positive, shape=args.shape)
+        if args.config:
+            require_file(args.config, 'config')
+    except (ValueError, FileNotFoundError) as e:
+        parser.error(str(e))
     MMLogger.get_instance('mmengine').setLevel('ERROR')
     configs = [args.config] if args.config else [  # no _base_ fragments
         c for c in sorted(glob.glob(osp.join(args.all, '**', '*.py'),

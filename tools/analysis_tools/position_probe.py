@@ -19,28 +19,71 @@ Examples::
     python tools/analysis_tools/position_probe.py \\
         configs/pvt_peg/pvt-t-peg-gap_8xb128_in1k.py CKPT --block 0.0 1.1
 """
+import argparse
 from typing import List
+
+import torch
 
 from mmcpvt.analysis.blocks import block_features
 from mmcpvt.analysis.equivariance import REGIONS
 from mmcpvt.analysis.position_probe import position_probe
 from mmcpvt.apis import cli, instruments
+from mmcpvt.apis.cfg_options import parse_cfg_options
 
 cli.setup()
 
 
 def parse_args(argv=None):
-    return instruments.parse_instrument_args(
-        __doc__, argv, 'probe', num_images=64, out_example='probe.json',
-        alpha=dict(type=cli.checked(
+    parser = argparse.ArgumentParser(
+        description=__doc__.split('\n\n')[0],
+        epilog=__doc__.split('\n\n', 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    add = parser.add_argument
+    add('config', help='config file (classifier, detector or segmentor); '
+        'its backbone is analysed')
+    add('checkpoint', nargs='?', help='checkpoint file (whole model or '
+        'backbone); without one the weights are random')
+    add('--cfg-options', nargs='+', action='extend', metavar='KEY=VALUE',
+        help='override config settings, key=value (e.g. '
+        'model.backbone.peg_cfg.padding_mode=circular)')
+    add('--device', default='cuda' if torch.cuda.is_available() else 'cpu',
+        help='cpu or cuda (default: cuda if available)')
+    add('--block', nargs='+', metavar='N', help='blocks to probe: global '
+        'index (-1 or "input": before the first block) or STAGE.BLOCK; '
+        'default: all')
+    add('--border', type=int, default=1,
+        help='border width in tokens (default 1)')
+    add('--num-images', type=int, default=64,
+        help='images to use (default 64)')
+    add('--random-images', action='store_true', help='uniform-noise images '
+        '(seed 0) instead of the config\'s test data (for configs whose '
+        'data is not present)')
+    add('--img-size', type=int, metavar='SIZE', help='side of the '
+        '--random-images (default: the backbone\'s img_size, else 224)')
+    add('--out', help='write the results as JSON here')
+    add('--alpha', type=float, default=1.0,
+        help='ridge penalty, > 0 (default 1.0)')
+    args = parser.parse_args(argv)
+    try:
+        cli.check_options(cli.checked(
             float, lambda v: v > 0, 'the ridge penalty must be > 0 (0 '
             'leaves the fit singular where features are constant)'),
-            default=1.0, help='ridge penalty, > 0 (default 1.0)'))
+            alpha=args.alpha)
+        args.cfg_options = parse_cfg_options(args.cfg_options)
+    except ValueError as e:
+        parser.error(str(e))
+    return parser, args
 
 
 def main(argv=None):
     parser, args = parse_args(argv)
-    backbone, infos, images = instruments.backbone_blocks_images(parser, args)
+    try:
+        backbone, infos, images = instruments.backbone_blocks_images(
+            args.config, args.checkpoint, args.device, args.cfg_options,
+            args.block, args.border, args.num_images, args.random_images,
+            args.img_size, args.out, 'probe.json')
+    except instruments.USAGE_ERRORS as e:
+        parser.error(str(e))
     if len(images) < 2:
         parser.error('the probe needs at least 2 images (half to fit, half '
                      'to test)')
@@ -49,11 +92,11 @@ def main(argv=None):
     side = 2 * args.border + 2
     if min(images.shape[-2:]) < side * stride:
         parser.error(
-            f'{instruments.size_option(args, images)} gives too few tokens '
-            f'for the probe: it needs {side}x{side} tokens (an interior of '
-            f'2x2 inside a border of {args.border}) at every block probed, '
-            f'whose largest stride is {stride} px: at least {side * stride} '
-            'px')
+            f'{instruments.size_option(args.random_images, images)} gives '
+            f'too few tokens for the probe: it needs {side}x{side} tokens '
+            f'(an interior of 2x2 inside a border of {args.border}) at '
+            f'every block probed, whose largest stride is {stride} px: at '
+            f'least {side * stride} px')
     feats = block_features(backbone, images, [i.index for i in infos],
                            progress=cli.stderr_progress('features (images)'))
     rows = [dict(block=i.index, name=i.name,
@@ -66,7 +109,9 @@ def main(argv=None):
           f'images, scored on {len(images) - n_fit} held-out images; border '
           f'= {args.border} token(s); MAE in tokens')
     print(format_table(rows))
-    instruments.write_results(args, images, alpha=args.alpha, blocks=rows)
+    instruments.write_results(args.out, images, args.config, args.checkpoint,
+                              args.random_images, args.border,
+                              alpha=args.alpha, blocks=rows)
 
 
 def format_table(rows: List[dict]) -> str:

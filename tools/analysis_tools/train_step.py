@@ -76,15 +76,21 @@ def check(s: Settings, steps: int) -> tuple[bool, str]:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     add = parser.add_argument
-    add('--device', default='cuda', type=device_arg)
+    add('--device', default='cuda', help='cpu or cuda[:N] (default cuda)')
     add('--amp', nargs='*', default=['fp16', 'bf16'], choices=['fp16', 'bf16'],
         help='autocast dtypes besides fp32 (default: both)')
     add('--cases', nargs='+', choices=CHECKED, default=CHECKED,
         help='these only (default: all)')
-    add('--batch', type=cli.positive(int), default=8)
-    add('--size', type=cli.positive(int), default=224)
-    add('--steps', type=cli.positive(int), default=4)
+    add('--batch', type=int, default=8)
+    add('--size', type=int, default=224)
+    add('--steps', type=int, default=4)
     args = parser.parse_args()
+    try:
+        cli.check_options(cli.positive, batch=args.batch, size=args.size,
+                          steps=args.steps)
+        cli.check_options(device_arg, device=args.device)
+    except ValueError as e:
+        parser.error(str(e))
     cli.setup()
     MMLogger.get_instance('mmengine').setLevel('WARNING')  # no init dump
     s = Settings('', what='train', size=args.size, batch=args.batch,

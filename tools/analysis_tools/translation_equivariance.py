@@ -37,40 +37,82 @@ Examples::
         configs/pvt_peg/pvt-t-peg-gap_8xb128_in1k.py --random-images \\
         --shifts 8 16
 """
+import argparse
 import sys
 from typing import List
+
+import torch
 
 from mmcpvt.analysis.blocks import list_blocks
 from mmcpvt.analysis.equivariance import MODES, translation_equivariance
 from mmcpvt.apis import cli, instruments
+from mmcpvt.apis.cfg_options import parse_cfg_options
 
 cli.setup()
 
 
 def parse_args(argv=None):
-    return instruments.parse_instrument_args(
-        __doc__, argv, 'report', num_images=16,
-        out_example='equivariance.json',
-        shifts=dict(type=cli.checked(int, bool, '0 is no shift'), nargs='+',
-                    default=[1, 2, 3], metavar='S',
-                    help='shifts in patches, applied down and right '
-                    '(negative: up and left), not 0; default 1 2 3'),
-        mode=dict(default='circular', choices=MODES,
-                  help='roll the image, or shift zeros in and compare only '
-                  'the tokens that came from the image (default circular)'))
+    parser = argparse.ArgumentParser(
+        description=__doc__.split('\n\n')[0],
+        epilog=__doc__.split('\n\n', 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    add = parser.add_argument
+    add('config', help='config file (classifier, detector or segmentor); '
+        'its backbone is analysed')
+    add('checkpoint', nargs='?', help='checkpoint file (whole model or '
+        'backbone); without one the weights are random')
+    add('--cfg-options', nargs='+', action='extend', metavar='KEY=VALUE',
+        help='override config settings, key=value (e.g. '
+        'model.backbone.peg_cfg.padding_mode=circular)')
+    add('--device', default='cuda' if torch.cuda.is_available() else 'cpu',
+        help='cpu or cuda (default: cuda if available)')
+    add('--block', nargs='+', metavar='N', help='blocks to report: global '
+        'index (-1 or "input": before the first block) or STAGE.BLOCK; '
+        'default: all')
+    add('--border', type=int, default=1,
+        help='border width in tokens (default 1)')
+    add('--num-images', type=int, default=16,
+        help='images to use (default 16)')
+    add('--random-images', action='store_true', help='uniform-noise images '
+        '(seed 0) instead of the config\'s test data (for configs whose '
+        'data is not present)')
+    add('--img-size', type=int, metavar='SIZE', help='side of the '
+        '--random-images (default: the backbone\'s img_size, else 224)')
+    add('--out', help='write the results as JSON here')
+    add('--shifts', type=int, nargs='+', default=[1, 2, 3], metavar='S',
+        help='shifts in patches, applied down and right (negative: up and '
+        'left), not 0; default 1 2 3')
+    add('--mode', default='circular', choices=MODES,
+        help='roll the image, or shift zeros in and compare only the tokens '
+        'that came from the image (default circular)')
+    args = parser.parse_args(argv)
+    try:
+        cli.check_options(cli.checked(int, bool, '0 is no shift'),
+                          shifts=args.shifts)
+        args.cfg_options = parse_cfg_options(args.cfg_options)
+    except ValueError as e:
+        parser.error(str(e))
+    return parser, args
 
 
 def main(argv=None):
     parser, args = parse_args(argv)
-    backbone, infos, images = instruments.backbone_blocks_images(parser, args)
+    try:
+        backbone, infos, images = instruments.backbone_blocks_images(
+            args.config, args.checkpoint, args.device, args.cfg_options,
+            args.block, args.border, args.num_images, args.random_images,
+            args.img_size, args.out, 'equivariance.json')
+    except instruments.USAGE_ERRORS as e:
+        parser.error(str(e))
     patch = list_blocks(backbone)[0].stride
     H, W = images.shape[-2:]
     if H % patch or W % patch:
         parser.error(
-            f'{instruments.size_option(args, images)} is not a multiple of '
-            f'the patch size of this {type(backbone).__name__} ({patch} '
-            f'px): shifts by whole patches would not be equivariant even '
-            f'without position encoding; use a multiple of {patch}, e.g. '
+            f'{instruments.size_option(args.random_images, images)} is not a '
+            f'multiple of the patch size of this {type(backbone).__name__} '
+            f'({patch} px): shifts by whole patches would not be '
+            f'equivariant even without position encoding; use a multiple '
+            f'of {patch}, e.g. '
             f'{max(patch, H // patch * patch)}')
     grid = min(H, W) // patch
     if max(map(abs, args.shifts)) >= grid:  # a whole turn, or past the map
@@ -101,9 +143,10 @@ def main(argv=None):
     if shrunk and args.mode == 'circular':
         print(f'maps a PEG without padding has shrunk ({", ".join(shrunk)}):'
               f' only the tokens that did not wrap around are compared')
-    instruments.write_results(args, images, mode=args.mode,
-                              shifts=args.shifts, patch=patch,
-                              blocks=results)
+    instruments.write_results(args.out, images, args.config, args.checkpoint,
+                              args.random_images, args.border,
+                              mode=args.mode, shifts=args.shifts,
+                              patch=patch, blocks=results)
 
 
 def format_table(results: List[dict]) -> str:

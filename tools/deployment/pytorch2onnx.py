@@ -25,7 +25,10 @@ from mmcv.cnn.bricks.transformer import AdaptivePadding
 from mmengine.logging import MMLogger
 
 from mmcpvt.apis import cli
+from mmcpvt.apis.cfg_options import parse_cfg_options
 from mmcpvt.apis.model import build_model, input_channels
+from mmcpvt.utils.checkpoint import require_file
+from mmcpvt.utils.path import check_output
 
 cli.setup()
 
@@ -110,13 +113,11 @@ def parse_args(argv=None):
     parser.add_argument('--output-file', help='the .onnx file (default: '
                         'work_dirs/<config name>/<config name>.onnx)')
     parser.add_argument(
-        '--shape', type=cli.positive(int), nargs='+', default=[224],
+        '--shape', type=int, nargs='+', default=[224],
         metavar='SIZE',
         help='input H [W] of the trace and the first check (default 224)')
     parser.add_argument(
-        '--opset', default=DEFAULT_OPSET,
-        type=cli.checked(int, lambda opset: opset >= MIN_OPSET,
-                         f'must be >= {MIN_OPSET}: the attention needs it'),
+        '--opset', type=int, default=DEFAULT_OPSET,
         help=f'at least {MIN_OPSET} (default %(default)s)')
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument('--dynamic-export', dest='dynamic', action='store_true',
@@ -130,29 +131,38 @@ def parse_args(argv=None):
                         help='check a --static file too (a dynamic one '
                         'always is)')
     parser.add_argument(
-        '--verify-shape', type=cli.positive(int), nargs=2,
+        '--verify-shape', type=int, nargs=2,
         metavar=('H', 'W'),
         help='the second size of the check (default: --shape x 0.9 and x '
         '1.1, made odd: no patch, stride or window divides it)')
     parser.add_argument(
-        '--atol', default=DEFAULT_ATOL,
-        type=cli.checked(float, lambda atol: atol >= 0, 'must be >= 0'),
+        '--atol', type=float, default=DEFAULT_ATOL,
         help='largest max |delta| accepted (default %(default)s)')
-    parser.add_argument('--cfg-options', nargs='+',
-                        action=cli.CfgOptionsAction,
+    parser.add_argument('--cfg-options', nargs='+', action='extend',
+                        metavar='KEY=VALUE',
                         help='override config settings, key=value')
     args = parser.parse_args(argv)
     if len(args.shape) > 2:
         parser.error(f'--shape takes H [W], got {args.shape}')
     args.shape = (args.shape[0], args.shape[-1])
-    if args.checkpoint is not None:
-        cli.require(parser, args.checkpoint, 'checkpoint')
     name = osp.splitext(osp.basename(args.config))[0]
     args.output_file = args.output_file or osp.join('work_dirs', name,
                                                     f'{name}.onnx')
-    with cli.usage_errors(parser):  # before anything is built
-        cli.check_output('--output-file', args.output_file, f'{name}.onnx',
-                         [args.config, args.checkpoint])
+    try:  # before anything is built
+        cli.check_options(cli.positive, shape=list(args.shape),
+                          verify_shape=args.verify_shape)
+        cli.check_options(cli.checked(
+            int, lambda opset: opset >= MIN_OPSET,
+            f'must be >= {MIN_OPSET}: the attention needs it'),
+            opset=args.opset)
+        cli.check_options(cli.non_negative, atol=args.atol)
+        if args.checkpoint is not None:
+            require_file(args.checkpoint, 'checkpoint')
+        check_output('--output-file', args.output_file, f'{name}.onnx',
+                     [args.config, args.checkpoint])
+        args.cfg_options = parse_cfg_options(args.cfg_options)
+    except (ValueError, FileNotFoundError) as e:
+        parser.error(str(e))
     return parser, args
 
 

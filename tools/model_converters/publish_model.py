@@ -27,6 +27,7 @@ import torch
 from mmcpvt.apis import cli
 from mmcpvt.apis.convert import load_checkpoint
 from mmcpvt.utils.checkpoint import atomic_write, state_dict_of
+from mmcpvt.utils.path import check_output
 
 cli.setup()
 
@@ -37,7 +38,7 @@ def publish(in_file: str, out_file: str, save_keys=SAVE_KEYS) -> str:
     """Write the published form of ``in_file`` next to ``out_file``, named
     ``<out_file without .pth>-<sha256[:8]>.pth``; returns that path."""
     stem = osp.splitext(osp.basename(in_file))[0]
-    cli.check_output('OUT_FILE', out_file, f'{stem}.pth', inputs=[in_file])
+    check_output('OUT_FILE', out_file, f'{stem}.pth', inputs=[in_file])
     checkpoint = load_checkpoint(in_file)
     state_dict = state_dict_of(checkpoint, in_file)
     if 'state_dict' not in checkpoint:  # a bare (converted) or official one

@@ -4,7 +4,28 @@ their initialisation).
 
     python tools/model_converters/swin2mmcpvt.py swin_tiny.pth out.pth
 """
-from mmcpvt.apis.convert import cli
+import argparse
+
+from mmcpvt.apis.cli import setup
+from mmcpvt.apis.convert import convert_file
+
+setup()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument(
+        'src', help='official / timm checkpoint (.pth, .pt, .bin or '
+        '.safetensors)')
+    parser.add_argument(
+        'dst', help='where to write the mmcpvt checkpoint (not src)')
+    args = parser.parse_args(argv)
+    try:
+        print(convert_file(args.src, args.dst, 'swin'))
+    except (FileNotFoundError, ValueError) as e:
+        raise SystemExit(f'error: {e}')
+
 
 if __name__ == '__main__':
-    cli('swin', __doc__)
+    main()

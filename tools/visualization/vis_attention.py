@@ -25,26 +25,42 @@ Examples::
         configs/cpvt/deit-tiny_4xb256_in1k.py CKPT demo.jpg --block 2 \\
         --query 7 7 --query 0 13 --query cls --save-npy
 """
+import argparse
 import copy
 import os
 import os.path as osp
 
 import numpy as np
+import torch
 
 from mmcpvt.analysis.attention import (attention_maps, default_queries,
                                        mean_attention_distance,
                                        save_matrix_png, save_query_overlay)
 from mmcpvt.analysis.blocks import list_blocks, resolve_block
 from mmcpvt.apis import cli, instruments
+from mmcpvt.apis.cfg_options import parse_cfg_options
+from mmcpvt.utils.checkpoint import require_file
+from mmcpvt.utils.path import check_output_dir
 
 cli.setup()
 
 
 def parse_args(argv=None):
-    parser = instruments.make_parser(__doc__, checkpoint_required=True)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split('\n\n')[0],
+        epilog=__doc__.split('\n\n', 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     add = parser.add_argument
+    add('config', help='config file (classifier, detector or segmentor); '
+        'its backbone is analysed')
+    add('checkpoint', help='checkpoint file')
     add('image', help='image file; the config\'s test pipeline and data '
         'preprocessor prepare it')
+    add('--cfg-options', nargs='+', action='extend', metavar='KEY=VALUE',
+        help='override config settings, key=value (e.g. '
+        'model.backbone.peg_cfg.padding_mode=circular)')
+    add('--device', default='cuda' if torch.cuda.is_available() else 'cpu',
+        help='cpu or cuda (default: cuda if available)')
     add('--block', default='1', help='block: global index or STAGE.BLOCK '
         '(default 1, the second encoder)')
     add('--head', type=int, default=0, help='attention head (default 0)')
@@ -57,8 +73,12 @@ def parse_args(argv=None):
     add('--save-npy', action='store_true',
         help='also save the matrix as .npy')
     args = parser.parse_args(argv)
-    cli.require(parser, args.image, 'image')
-    cli.check_out_dir(parser, '--out-dir', args.out_dir)
+    try:
+        require_file(args.image, 'image')
+        check_output_dir('--out-dir', args.out_dir, 'the results')
+        args.cfg_options = parse_cfg_options(args.cfg_options)
+    except (ValueError, FileNotFoundError) as e:
+        parser.error(str(e))
     for i, q in enumerate(args.query or []):
         if q == ['cls']:
             args.query[i] = 'cls'
@@ -72,8 +92,12 @@ def parse_args(argv=None):
 
 def main(argv=None):
     parser, args = parse_args(argv)
-    model, backbone, cfg = instruments.load(parser, args)
-    with cli.usage_errors(parser, ValueError):
+    try:
+        model, backbone, cfg = instruments.load(
+            args.config, args.checkpoint, args.device, args.cfg_options)
+    except instruments.USAGE_ERRORS as e:
+        parser.error(str(e))
+    try:
         block = resolve_block(backbone, args.block)
         batch, rgb = image_from_file(cfg, model, args.image)
         maps = attention_maps(backbone, batch, block)
@@ -83,6 +107,8 @@ def main(argv=None):
                                  if maps.kind != 'window' else [])
         for q in queries:
             maps.query_index(q)  # checks the range
+    except ValueError as e:
+        parser.error(str(e))
     image_name = osp.splitext(osp.basename(args.image))[0]
     stem = osp.join(args.out_dir,
                     f'{image_name}_block{block}_head{args.head}')

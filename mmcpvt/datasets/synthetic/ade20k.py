@@ -98,12 +98,3 @@ def make_ade20k(out_dir: str,
         ``out_dir/make_ade20k.json``.
     """
     return GENERATOR.make(**locals())  # the parameters, by name
-
-
-def main():
-    """The command line: tools/dataset_converters/make_ade20k.py."""
-    GENERATOR.main(make_ade20k, __doc__, 'Wrote {num_train} training and '
-                   '{num_val} validation images of {num_classes} classes to '
-                   '{data_root}\nConfigs must set num_classes and metainfo='
-                   'dict(classes=...) accordingly; see configs/pvt_peg/'
-                   'README.md')

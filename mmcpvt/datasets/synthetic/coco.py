@@ -184,14 +184,3 @@ def make_coco(out_dir: str,
         ``out_dir/make_coco.json``.
     """
     return GENERATOR.make(**locals())  # the parameters, by name
-
-
-def main():
-    """The command line: tools/dataset_converters/make_coco.py."""
-    GENERATOR.main(make_coco, __doc__, (
-        'Wrote {num_train} train and {num_val} val images ({num_objects['
-        'train2017]} and {num_objects[val2017]} objects) of {num_classes} '
-        'classes {classes} to {out}\nConfigs must set metainfo=dict('
-        'classes=...) and num_classes accordingly; see configs/pvt_peg/'
-        'README.md'), dict(object_scale=('LOW', 'HIGH'),
-                           objects_per_image=('MIN', 'MAX')))

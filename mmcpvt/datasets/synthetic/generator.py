@@ -1,9 +1,8 @@
 """What the data set generators (:mod:`.coco`, :mod:`.ade20k`,
 :mod:`.imagenet`; the command lines ``tools/dataset_converters/make_*.py``)
 share besides the renderer (:mod:`.shapes`): the writer (argument checks,
-the output directory and its marker, the progress bar) and the command
-line. What they write, replace and refuse: docs/get_started.md,
-"Generated data sets".
+the output directory and its marker, the progress bar). What they write,
+replace and refuse: docs/get_started.md, "Generated data sets".
 
 A generator keeps in ``--out`` a marker (``make_coco.json``, ...) with its
 arguments and the files it writes, written before the first image
@@ -12,13 +11,11 @@ over an interrupted one) deletes only the listed files, and nothing when
 others are there; for an older marker without the list, ``files_of`` works
 it out from the arguments.
 """
-import argparse
 import hashlib
 import inspect
 import json
 import os
 import os.path as osp
-import re
 import sys
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -219,49 +216,3 @@ class Generator:
         update = progress_bar(total, progress, f'{self.tool}: writing '
                               f'{total} images to {out_dir}')
         return mark(dict(args, **self.write(out_dir, args, update)), True)
-
-    def main(self, make: Callable, doc: str, summary: str, metavars=None):
-        """Run ``make`` from the command line (``--help``: ``doc``) and print
-        ``summary``, formatted with ``out`` and what it returns. Its
-        parameters are the options, with their defaults (a tuple: that many
-        values, named by ``metavars[name]``) and their text in ``make``'s
-        ``Args:`` as help; ``--no-progress`` hides the bar. A refusal of
-        ``make`` ends it with one line."""
-        parser = argparse.ArgumentParser(
-            description=doc,
-            formatter_class=argparse.RawDescriptionHelpFormatter)
-        docs = _arg_docs(make)
-        out, *params = inspect.signature(make).parameters.values()
-        parser.add_argument('--out', required=True, help=docs[out.name])
-        for name, default in ((p.name, p.default) for p in params):
-            if name == 'progress':
-                continue
-            many = isinstance(default, tuple)
-            kwargs = dict(action='store_true') if isinstance(
-                default, bool) else dict(
-                    type=type(default[0] if many else default),
-                    default=default, nargs=len(default) if many else None,
-                    metavar=(metavars or {}).get(name))
-            parser.add_argument('--' + name.replace('_', '-'),
-                                help=docs[name], **kwargs)
-        parser.add_argument('--no-progress', action='store_true',
-                            help='no progress bar (none is shown either when '
-                            'stdout is not a terminal)')
-        args = vars(parser.parse_args())
-        out = args.pop('out')
-        show = not args.pop('no_progress') and sys.stdout.isatty()
-        try:
-            info = make(out, progress=show, **args)
-        except (ValueError, OSError) as e:
-            raise SystemExit(f'{self.tool}: error: {e}')
-        print(summary.format(out=out, **info))
-
-
-def _arg_docs(func: Callable) -> dict:
-    """The text of each argument in the ``Args:`` section of ``func``'s
-    docstring (``name (type): text``), for ``--help``."""
-    section = inspect.getdoc(func).split('Args:\n')[1].split('\n\n')[0]
-    # each text with its continuation lines (indented further)
-    docs = re.findall(r'^    (\w+) \(.*?\): (.*(?:\n {8}.*)*)', section, re.M)
-    return {name: ' '.join(text.split()).replace('%', '%%')
-            for name, text in docs}

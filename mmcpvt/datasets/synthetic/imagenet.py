@@ -139,10 +139,3 @@ def make_imagenet(out_dir: str,
     """
     return GENERATOR.make(**locals(),  # the parameters, by name
                           wnids=imagenet_wnids()[:num_classes])
-
-
-def main():
-    """The command line: tools/dataset_converters/make_imagenet.py."""
-    GENERATOR.main(make_imagenet, __doc__, (
-        'Wrote {num_train} train and {num_val} val images of {num_classes} '
-        'classes ({size} px, canvas {canvas_scale}x) to {out}'))

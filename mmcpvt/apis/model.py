@@ -5,7 +5,6 @@ initialised and loaded by :func:`build_model`.
 """
 import copy
 import importlib
-import re
 import warnings
 from contextlib import contextmanager
 from typing import Optional, Union
@@ -16,8 +15,8 @@ from mmengine.config import Config
 from mmengine.logging import MMLogger
 from mmengine.registry import init_default_scope
 
-from mmcpvt.utils.checkpoint import check_checkpoint, require_file
-from mmcpvt.utils.convert import unwrap
+from mmcpvt.utils.checkpoint import require_file
+from mmcpvt.utils.state_dict import load_checkpoint
 from .cfg_options import merge_cfg_options
 
 INIT_FUNCTIONS = {
@@ -127,53 +126,29 @@ def input_channels(model: nn.Module) -> int:
 
 
 def load_weights(model: nn.Module, checkpoint: str) -> dict:
-    """Load a checkpoint (a file or URL) into ``model`` and say how much of
-    it fitted: one of the whole model (keys ``backbone.*``, as the runner
-    saves) into the model, any other (an official or converted backbone)
-    into the backbone, through its load-time converter. Loading is not
-    strict, but tensors of the wrong shape and a checkpoint of which no
-    backbone tensor fits are refused.
+    """Load a checkpoint (a file or URL) into ``model`` by
+    :func:`mmcpvt.utils.state_dict.load_checkpoint` (one of the whole model
+    into the model, any other into the backbone; one that does not fit is
+    refused) and say how much of it fitted.
 
     Returns:
         dict: ``target`` ('model' or 'backbone'), ``loaded`` / ``total``
         (tensors of the target), ``backbone_loaded`` / ``backbone_total``,
         ``missing`` and ``unexpected`` (key lists).
     """
-    from mmengine.runner.checkpoint import _load_checkpoint
-    check_checkpoint(checkpoint, state_dict=True)  # named before loading
-    state = unwrap(_load_checkpoint(checkpoint, map_location='cpu'))
-    state = {re.sub(r'^module\.', '', k): v for k, v in state.items()}
-    backbone = get_backbone(model)
-    whole = backbone is not model and any(
-        k.startswith('backbone.') for k in state)
-    target = model if whole else backbone
-    try:
-        # torch's loader: returns the missing / unexpected keys after the
-        # backbone's converting pre-hook and refuses shape mismatches
-        result = target.load_state_dict(state, strict=False)
-    except RuntimeError as e:
-        raise RuntimeError(
-            f'{checkpoint} does not fit the config\'s model '
-            f'({type(backbone).__name__} arguments differ?):\n{e}') from e
+    target, result = load_checkpoint(model, checkpoint)
 
     def weights(names):  # BN step counters are no weights
         return [k for k in names if 'num_batches_tracked' not in k]
 
     keys, missing = weights(target.state_dict()), weights(result.missing_keys)
-    prefix = 'backbone.' if whole else ''
+    prefix = 'backbone.' if target is model else ''
     b_total = sum(k.startswith(prefix) for k in keys)
-    b_loaded = b_total - sum(k.startswith(prefix) for k in missing)
-    if b_loaded == 0:
-        raise ValueError(
-            f'{checkpoint}: none of the {b_total} tensors of the '
-            f'{type(backbone).__name__} backbone is in it (its keys: '
-            f'{", ".join(list(state)[:3])}, ...); is it a checkpoint of this '
-            f'config?')
     return dict(
-        target='model' if whole else 'backbone',
+        target='model' if target is model else 'backbone',
         loaded=len(keys) - len(missing),
         total=len(keys),
-        backbone_loaded=b_loaded,
+        backbone_loaded=b_total - sum(k.startswith(prefix) for k in missing),
         backbone_total=b_total,
         missing=missing,
         unexpected=list(result.unexpected_keys))

@@ -7,6 +7,7 @@ import re
 
 from mmengine.config import Config
 from mmengine.logging import print_log
+from mmengine.runner import find_latest_checkpoint
 
 from mmcpvt.utils.checkpoint import CheckpointError, check_checkpoint
 
@@ -38,9 +39,8 @@ def resume_latest(cfg: Config) -> None:
         for m in [re.match(r'^(?:epoch|iter)_(\d+)\.pth$', name)] if m)
     candidates = [path for _, path in reversed(numbered)]
     why = f'{record} is missing'
-    if osp.isfile(record):
-        with open(record) as f:
-            latest = f.read().strip()
+    latest = find_latest_checkpoint(work_dir) if osp.isfile(record) else None
+    if latest:
         if '://' in latest:
             cfg.resume, cfg.load_from = True, latest
             return

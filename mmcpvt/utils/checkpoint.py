@@ -6,14 +6,16 @@ modules: mmengine's checkpoint types in torch's ``weights_only`` allow-list
 backend (:class:`AtomicLocalBackend`), by name only: mmengine's ``'local'``
 backend stays the default.
 
-Loading safely is explicit: :func:`safe_load` (our tools, the converters),
+Loading safely is explicit: :func:`safe_load` (the converters),
 :func:`weights_only_loads` (around mmengine's loaders, of every scheme:
-backbones' ``init_cfg``, :class:`mmcpvt.engine.WeightsOnlyLoadHook`), and
+:func:`mmcpvt.utils.state_dict.load_checkpoint`,
+:class:`mmcpvt.engine.WeightsOnlyLoadHook`), and
 ``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1``, which our tools set for their process.
 A file that cannot be loaded is diagnosed by looking at the file itself
 (:func:`_diagnose`), never by reading torch's error text.
 
-Whether the tensors fit a model: :mod:`mmcpvt.utils.state_dict`.
+Loading a checkpoint into a model, and whether its tensors fit:
+:mod:`mmcpvt.utils.state_dict`.
 """
 import contextlib
 import http.client
@@ -150,7 +152,11 @@ _LEGACY_PICKLES = 5
 
 def _pickle_globals(filename: str, is_zip: bool) -> Tuple[List[str], bool]:
     """The ``module.name`` globals the checkpoint's pickles refer to, read
-    as opcodes (nothing is run), and whether every pickle is complete."""
+    as opcodes (nothing is run), and whether every pickle is complete.
+    Not torch's ``get_unsafe_globals_in_checkpoint``: it reads zip files
+    only, and raises on a pickle that ends early; legacy files (``torch.save
+    (..., _use_new_zipfile_serialization=False)``) are named here too
+    (test_checkpoint_safety.py::test_code_in_a_checkpoint_never_runs)."""
     if is_zip:
         with zipfile.ZipFile(filename) as archive:
             names = [n for n in archive.namelist() if n.endswith('data.pkl')]
@@ -463,15 +469,3 @@ class AtomicLocalBackend(LocalBackend):
 
     def put_text(self, obj: str, filepath, encoding: str = 'utf-8') -> None:
         atomic_write(obj.encode(encoding), filepath)
-
-
-def checkpoint_state_dict(filename: str) -> dict:
-    """The state dict of a checkpoint file, read through mmengine's loader
-    with ``weights_only=True`` (for error messages; ``{}`` if it holds
-    none)."""
-    from mmengine.runner.checkpoint import _load_checkpoint
-
-    from .convert import unwrap
-    with weights_only_loads():
-        state = unwrap(_load_checkpoint(filename, map_location='cpu'))
-    return state if isinstance(state, dict) else {}

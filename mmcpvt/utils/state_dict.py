@@ -1,12 +1,25 @@
-"""Whether a checkpoint's tensors fit a model: :func:`check_state_dict_fits`
-(the backbones when they load, :class:`mmcpvt.engine.CheckpointFitHook`)
-and :class:`KeyMatch`, which says what does not fit and why it most likely
-does not."""
+"""Loading a checkpoint into a model: :func:`load_checkpoint`, the one
+function by which mmcpvt loads weights; whether its tensors fit:
+:func:`check_state_dict_fits` (the backbones when they load,
+:class:`mmcpvt.engine.CheckpointFitHook`) and :class:`KeyMatch`, which says
+what does not fit and why it most likely does not.
+
+Why not only mmengine's ``load_state_dict``: it logs what does not fit and
+loads the rest, so a checkpoint of another model trains or tests on at
+random weights (a classifier checkpoint gave a detector mAP 0.000,
+tests/test_utils/test_checkpoint_safety.py); here it is refused, with the
+likely cause.
+"""
+import re
 from collections import Counter
 from typing import List, Mapping, Optional, Tuple
 
-from .checkpoint import CheckpointMismatchError
-from .convert import BACKBONES, TOOLS, detect_family
+import torch.nn as nn
+from mmengine.runner import CheckpointLoader
+
+from .checkpoint import (CheckpointError, CheckpointMismatchError,
+                         check_checkpoint, weights_only_loads)
+from .convert import BACKBONES, TOOLS, detect_family, unwrap
 
 
 def _shape(value):
@@ -233,3 +246,60 @@ def check_state_dict_fits(expected: Mapping, offered: Mapping,
     likely = 'Likely: ' + '; or '.join(found) + '.\n' if found else ''
     raise CheckpointMismatchError(
         f'{head}; {why}\n{match.details(prefix)}\n{likely}{USUAL_CAUSES}')
+
+
+def _prefix_not_found(model, keys, prefix) -> CheckpointMismatchError:
+    """mmengine asserts only 'backbone. is not in the pretrained model'."""
+    match = KeyMatch(model.state_dict(), keys)
+    if detect_family(keys) == getattr(model, 'checkpoint_family', None) or \
+            len(match.matched) * 2 >= match.total:
+        hint = ('its keys are the backbone\'s own, or those of an official '
+                'checkpoint it converts: leave prefix out')
+    else:
+        hint = '; or '.join(match.likely_causes()) or USUAL_CAUSES
+    return CheckpointMismatchError(
+        f'no key of the checkpoint starts with prefix={prefix!r} (it has '
+        f'{len(keys)} tensors, e.g. {_sample(keys)}). Likely: {hint}. Change '
+        f'model.backbone.init_cfg.prefix.')
+
+
+def load_checkpoint(model: nn.Module, filename: str,
+                    prefix: Optional[str] = None,
+                    setting: Optional[str] = None):
+    """Load the checkpoint ``filename`` (a path or URL) into ``model``, or
+    into ``model.backbone`` if it has no ``backbone.*`` key (an official or
+    a converted backbone checkpoint); return the module loaded and torch's
+    missing and unexpected keys.
+
+    The backbones' ``init_cfg`` Pretrained and the tools load weights
+    through this function alone. The file is checked first
+    (:func:`check_checkpoint`: unsafe, damaged, no state dict, a bad URL),
+    read by mmengine's ``CheckpointLoader`` (every scheme) with
+    ``weights_only``, ``module.`` stripped and the keys under ``prefix``
+    taken; torch's non-strict ``load_state_dict`` then runs the backbones'
+    pre-hook, which converts official keys and refuses what does not fit
+    (the runner's ``load_from`` and ``resume`` meet it too). ``setting``
+    (e.g. ``'CPVT: init_cfg Pretrained'``) starts an error's message.
+    """
+    try:
+        check_checkpoint(filename, state_dict=True)
+        with weights_only_loads():
+            state = unwrap(CheckpointLoader.load_checkpoint(
+                filename, map_location='cpu'))
+        state = {re.sub(r'^module\.', '', k): v for k, v in state.items()}
+        if prefix:
+            if not any(k.startswith(prefix) for k in state):
+                raise _prefix_not_found(model, state, prefix)
+            state = {k[len(prefix):]: v for k, v in state.items()
+                     if k.startswith(prefix)}
+        if hasattr(model, 'backbone') and not any(
+                k.startswith('backbone.') for k in state):
+            model = model.backbone
+        return model, model.load_state_dict(state, strict=False)
+    except (CheckpointError, FileNotFoundError) as e:
+        if setting is None:
+            raise
+        where = '' if str(filename) in str(e) else f'{filename!r}: '
+        error = type(e)(f'{setting} {where}{e}')
+        error.what = getattr(e, 'what', str(e))
+    raise error  # outside the except clause: the first error does not trail

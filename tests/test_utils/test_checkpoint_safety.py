@@ -28,7 +28,6 @@ from mmengine.logging import MessageHub
 from mmengine.runner import load_checkpoint, save_checkpoint
 
 import mmcpvt  # noqa: F401  (allow-list, atomic backend)
-from mmcpvt.apis.convert import cli
 from mmcpvt.engine import WeightsOnlyLoadHook
 from mmcpvt.registry import MODELS
 from mmcpvt.utils.checkpoint import (AtomicLocalBackend,
@@ -38,6 +37,11 @@ from mmcpvt.utils.checkpoint import (AtomicLocalBackend,
                                      UnsafeCheckpointError, check_checkpoint)
 from tests.utils import (ROOT, QuietHandler, RunsCode, explain, load_script,
                          run_tool)
+
+
+def convert_tool(family, argv):
+    """tools/model_converters/<family>2mmcpvt.py with ``argv``."""
+    load_script(f'tools/model_converters/{family}2mmcpvt.py').main(argv)
 
 TINY = dict(type='CPVT', arch=dict(embed_dims=32, num_layers=2, num_heads=2,
                                    feedforward_channels=64))
@@ -137,6 +141,32 @@ def test_partial_loads_work_and_the_rest_keeps_the_transformer_init(
     for k, v in src.state_dict().items():
         assert torch.equal(state[k], v), k
     assert not model.pegs['0'].proj[0].bias.any()  # PyTorch: uniform
+
+
+def test_pretrained_tensors_of_another_shape_keep_their_init(
+        tmp_path, monkeypatch):
+    """A 3x3 PEG's checkpoint into a 7x7-PEG ablation: the rest loads, the
+    PEG kernel keeps the transformer init, one warning line names it
+    (mmengine's PretrainedInit logged a size mismatch only)."""
+    from mmengine.logging import MMLogger
+    src = _build()
+    path = tmp_path / 'k3.pth'
+    torch.save({'state_dict': _classifier_state(src)}, path)
+    warned = []
+    monkeypatch.setattr(MMLogger.get_current_instance(), 'warning',
+                        warned.append)
+    model = _build(peg_cfg=dict(kernel_size=7), init_cfg=dict(
+        type='Pretrained', checkpoint=str(path), prefix='backbone.'))
+    kernel = model.pegs['0'].proj[0].weight.clone()
+    model.init_weights()
+    assert not torch.equal(model.pegs['0'].proj[0].weight, kernel)  # init
+    assert model.pegs['0'].proj[0].weight.shape[-1] == 7
+    state = model.state_dict()
+    for k, v in src.state_dict().items():
+        if k != 'pegs.0.proj.0.weight':
+            assert torch.equal(state[k], v), k
+    line, = warned
+    assert '1 of another shape (pegs.0.proj.0.weight)' in line, line
 
 
 def test_whole_model_load_from(tmp_path):
@@ -258,7 +288,7 @@ def _load_paths(runner, tmp_path):
 
     def convert(path):
         try:
-            cli('twins', '', [str(path), str(tmp_path / 'out.pth')])
+            convert_tool('twins', [str(path), str(tmp_path / 'out.pth')])
         except SystemExit as e:
             raise ValueError(str(e))
 

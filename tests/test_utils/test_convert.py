@@ -15,10 +15,14 @@ import timm
 import torch
 
 import mmcpvt  # noqa: F401
-from mmcpvt.apis.convert import cli
 from mmcpvt.utils.convert import (convert_deit, convert_swin, convert_twins,
                                   detect_family)
-from tests.utils import ROOT, classifier
+from tests.utils import ROOT, classifier, load_script
+
+
+def convert_tool(family, argv):
+    """tools/model_converters/<family>2mmcpvt.py with ``argv``."""
+    load_script(f'tools/model_converters/{family}2mmcpvt.py').main(argv)
 
 
 def timm_model(name):
@@ -181,7 +185,7 @@ def test_safetensors_converts_and_loads_through_init_cfg(tmp_path):
     ref = timm_model('twins_pcpvt_small')
     src, dst = tmp_path / 'model.safetensors', tmp_path / 'dst.pth'
     save_file(ref.state_dict(), str(src))
-    cli('twins', '', [str(src), str(dst)])
+    convert_tool('twins', [str(src), str(dst)])
     ours = classifier(dict(type='PVTPEG', arch='small',
                            out_type='avg_featmap'), 512)
     ours.load_state_dict(torch.load(dst, weights_only=True)['state_dict'],
@@ -216,7 +220,7 @@ def test_other_files_are_refused_by_name(tmp_path, name, write, found):
     src = tmp_path / name
     write(src)
     with pytest.raises(SystemExit) as e:
-        cli('twins', '', [str(src), str(tmp_path / 'dst.pth')])
+        convert_tool('twins', [str(src), str(tmp_path / 'dst.pth')])
     assert str(src) in str(e.value) and found in str(e.value)
     if found == 'empty or truncated':
         assert 'Re-download it, re-save it' in str(e.value)
@@ -271,7 +275,7 @@ def test_destination_equal_to_source_is_refused(tmp_path, monkeypatch, how):
         (os.symlink if how == 'symlink' else os.link)(src, dst)
     with pytest.raises(SystemExit, match=r'is .*pcpvt.pth, an input of this '
                        r'run \(the same file\).*another path'):
-        cli('twins', '', [str(src), dst])
+        convert_tool('twins', [str(src), dst])
     assert src.read_bytes() == before
 
 
@@ -301,7 +305,7 @@ def test_files_not_of_the_family_they_claim_are_refused(tmp_path, family,
     src = tmp_path / 'src.pth'
     torch.save(edit(small_twins()), src)
     with pytest.raises(SystemExit) as e:
-        cli(family, '', [str(src), str(tmp_path / 'dst.pth')])
+        convert_tool(family, [str(src), str(tmp_path / 'dst.pth')])
     msg = str(e.value)
     assert found in msg and 'the file has' in msg, msg
     assert not (tmp_path / 'dst.pth').exists()
@@ -311,12 +315,12 @@ def test_progress_bar_only_for_large_files(tmp_path, monkeypatch, capsys):
     import mmcpvt.apis.convert as convert_cli
     src = tmp_path / 'pcpvt.pth'
     torch.save({'model': small_twins()}, src)
-    cli('twins', '', [str(src), str(tmp_path / 'a.pth')])
+    convert_tool('twins', [str(src), str(tmp_path / 'a.pth')])
     small = capsys.readouterr().out
     assert 'twins: mapped' in small and 'task/s' not in small
     monkeypatch.setattr(convert_cli, 'PROGRESS_MIN_BYTES',
                         src.stat().st_size)
-    cli('twins', '', [str(src), str(tmp_path / 'b.pth')])
+    convert_tool('twins', [str(src), str(tmp_path / 'b.pth')])
     large = capsys.readouterr().out
     assert 'task/s' in large and 'twins: mapped' in large
     a = torch.load(tmp_path / 'a.pth', weights_only=True)['state_dict']
@@ -341,7 +345,7 @@ def test_checkpoint_that_is_no_state_dict_is_refused_by_name(tmp_path,
     src, dst = tmp_path / 'odd.pth', tmp_path / 'dst.pth'
     torch.save(content, src)
     with pytest.raises(SystemExit) as e:
-        cli('twins', '', [str(src), str(dst)])
+        convert_tool('twins', [str(src), str(dst)])
     assert str(e.value) == (
         f"error: {src} is not a state dict: it holds {held}. Expected a dict "
         f"of tensors (name -> tensor), or a dict whose 'state_dict' or "
@@ -362,7 +366,7 @@ def test_destination_that_cannot_be_a_file_is_refused_before_reading(
     dst = {'directory': str(tmp_path),
            'under a file': str(src / 'out' / 'dst.pth')}[case]
     with pytest.raises(SystemExit) as e:
-        cli('twins', '', [str(src), dst])
+        convert_tool('twins', [str(src), dst])
     assert str(e.value) == {
         'directory': f'error: dst {dst} is a directory; it takes the file '
                      f'to write, e.g. {tmp_path / "pcpvt_mmcpvt.pth"}',

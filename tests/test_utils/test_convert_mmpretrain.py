@@ -12,10 +12,14 @@ from mmengine.runner import load_checkpoint
 from mmengine.runner.checkpoint import save_checkpoint
 
 import mmcpvt  # noqa: F401
-from mmcpvt.apis.convert import cli
-from tests.utils import classifier
+from tests.utils import classifier, load_script
 
 # mmpretrain model name -> PVTPEG arch (PCPVT-S/B/L = PVT-S/M/L + PEG + GAP)
+
+
+def convert_tool(family, argv):
+    """tools/model_converters/<family>2mmcpvt.py with ``argv``."""
+    load_script(f'tools/model_converters/{family}2mmcpvt.py').main(argv)
 MODELS = [('twins-pcpvt-small_3rdparty_8xb128_in1k', 'small'),
           ('twins-pcpvt-base_3rdparty_8xb128_in1k', 'medium'),
           ('twins-pcpvt-large_3rdparty_16xb64_in1k', 'large')]
@@ -44,7 +48,7 @@ def test_converted_mmpretrain_pcpvt_gives_its_outputs(tmp_path, name, arch):
     src, dst = tmp_path / f'{name}.pth', tmp_path / 'converted.pth'
     save_checkpoint({'meta': {'mmpretrain_version': '1.2.0'},
                      'state_dict': ref.state_dict()}, str(src))
-    cli('twins', '', [str(src), str(dst)])
+    convert_tool('twins', [str(src), str(dst)])
     ours = classifier(dict(type='PVTPEG', arch=arch,
                            out_type='avg_featmap'), 512)
     load_checkpoint(ours, str(dst), strict=True)

@@ -24,28 +24,23 @@ OUT_TYPES = ('featmap', 'avg_featmap', 'cls_token')
 @register_model
 class PVTPEG(BaseBackbone):
     """PVT v1 with PEGs instead of its learned tables: four stages of
-    spatial-reduction transformer blocks at strides 4, 8, 16 and 32. Every
-    patch embedding pads the bottom/right to a multiple of its stride, so
-    any input size works (down to 1x1, see :class:`Attention`): the stage
-    ``i`` map is ``ceil(H / 2**(i+2))`` high.
+    spatial-reduction transformer blocks at strides 4, 8, 16 and 32; any
+    input size works, the stage ``i`` map being ``ceil(H / 2**(i+2))`` high.
 
     Args:
         arch (str | dict): 'tiny' / 'small' / 'medium' / 'large' (or 't' /
-            's' / 'm' / 'l'), or a dict with keys ``embed_dims``,
-            ``num_heads``, ``mlp_ratios``, ``depths``, ``sr_ratios`` (one
-            entry per stage). Defaults to 'tiny'.
-        patch_sizes (Sequence[int]): Patch size (= stride) of each stage's
-            patch embedding. Defaults to (4, 2, 2, 2).
-        peg_positions (Sequence): An entry per stage, as CPVT's
-            ``peg_positions`` (``()``: none). Defaults to a PEG after the
-            first block of every stage.
+            's' / 'm' / 'l'), or a dict of per-stage ``embed_dims``,
+            ``num_heads``, ``mlp_ratios``, ``depths``, ``sr_ratios``.
+            Defaults to 'tiny'.
+        patch_sizes (Sequence[int]): Each stage's patch size (= stride).
+            Defaults to (4, 2, 2, 2).
+        peg_positions (Sequence): An entry per stage, as CPVT's. Defaults
+            to a PEG after the first block of every stage.
         pos_embed (str): 'none' or 'learned' (PVT's tables, resized
-            bilinearly as its ``_get_pos_embed``). Defaults to 'none'.
-        img_size (int | tuple): Input size the learned tables are made for.
-            Defaults to 224.
-        out_type (str): 'avg_featmap' (pooled last stage: PVT+PEG+GAP),
-            'cls_token' (PVT's, added in the last stage) or 'featmap' (NCHW
-            maps of ``out_indices``). Defaults to 'featmap'.
+            bilinearly, made for ``img_size``). Defaults to 'none'.
+        out_type (str): 'avg_featmap' (PVT+PEG+GAP), 'cls_token' (PVT's,
+            added in the last stage) or 'featmap' (NCHW maps of
+            ``out_indices``). Defaults to 'featmap'.
         norm_after_stage (bool): A norm after every stage, not only the last
             (PVT / Twins classification). Defaults to False.
 
@@ -104,38 +99,30 @@ class PVTPEG(BaseBackbone):
             ModuleList() for _ in range(4))
         in_dims, stride = in_channels, 1
         for i, depth in enumerate(arch['depths']):
-            dims = self.embed_dims[i]
+            dims, last = self.embed_dims[i], i == self.num_stages - 1
+            extra = int(last and self.with_cls_token)  # the class token
             stride *= patch_sizes[i]
-            last = i == self.num_stages - 1
-            # PVT's / Twins' patch embedding norm is nn.LayerNorm(dims), eps
-            # 1e-5, unlike the blocks' 1e-6 (pvt.py, gvt.py; timm the same)
+            # PVT's / Twins' patch embedding norm has eps 1e-5, the blocks'
+            # 1e-6 (pvt.py, gvt.py; timm the same)
             self.patch_embeds.append(patch_embed(in_dims, dims, patch_sizes[i],
                                                  norm_cfg=dict(type='LN')))
             if self.pos_embeds is not None:
                 grid = tuple(-(-x // stride) for x in to_2tuple(img_size))
-                self.pos_embeds.append(
-                    LearnedPositionEmbedding(
-                        dims, grid, int(last and self.with_cls_token),
-                        interpolation='bilinear'))
-            self.stages.append(
-                ModuleList([
-                    TransformerBlock(
-                        dims, arch['num_heads'][i],
-                        dims * arch['mlp_ratios'][i], drop_rate=drop_rate,
-                        attn_drop_rate=attn_drop_rate,
-                        drop_path_rate=next(dpr), qkv_bias=qkv_bias,
-                        sr_ratio=arch['sr_ratios'][i], norm_cfg=norm_cfg)
-                    for _ in range(depth)
-                ]))
-            # 'pegs.1.0' follows block 0 of stage 1; the class token (if
-            # any) joins the tokens in the last stage
-            self.pegs.append(
-                self.build_pegs(peg_positions[i], depth, dims,
-                                int(last and self.with_cls_token),
-                                name=f'peg_positions[{i}]'))
-            self.norms.append(
-                build_norm_layer(norm_cfg, dims)[1]
-                if norm_after_stage or last else nn.Identity())
+                self.pos_embeds.append(LearnedPositionEmbedding(
+                    dims, grid, extra, interpolation='bilinear'))
+            self.stages.append(ModuleList([
+                TransformerBlock(
+                    dims, arch['num_heads'][i], dims * arch['mlp_ratios'][i],
+                    drop_rate=drop_rate, attn_drop_rate=attn_drop_rate,
+                    drop_path_rate=next(dpr), qkv_bias=qkv_bias,
+                    sr_ratio=arch['sr_ratios'][i], norm_cfg=norm_cfg)
+                for _ in range(depth)
+            ]))
+            # 'pegs.1.0' follows block 0 of stage 1
+            self.pegs.append(self.build_pegs(peg_positions[i], depth, dims,
+                                             extra, f'peg_positions[{i}]'))
+            self.norms.append(build_norm_layer(norm_cfg, dims)[1]
+                              if norm_after_stage or last else nn.Identity())
             in_dims = dims
         if self.with_cls_token:
             self.cls_token = nn.Parameter(torch.zeros(1, 1, dims))

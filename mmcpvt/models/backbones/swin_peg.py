@@ -22,9 +22,8 @@ from .base import (BEFORE_FIRST_BLOCK, BaseBackbone, arch_settings,
 
 
 class SwinBlock(TransformerBlock):
-    """The shared transformer block with its attention run in windows of
-    ``window_size``, shifted by half a window if ``shift``, plus Swin's
-    relative position bias; other arguments: :class:`TransformerBlock`.
+    """The shared transformer block attending in windows, shifted by half
+    a window if ``shift``, with Swin's relative position bias.
 
     Not mmpretrain's ``ShiftWindowMSA``: checkpoints name these tensors
     ``attn.*`` (its ``w_msa.*``), and it decides the shift and the mask with
@@ -47,10 +46,9 @@ class SwinBlock(TransformerBlock):
                              persistent=False)
 
     def _shift_mask(self, Hp: int, Wp: int, s: int, device) -> torch.Tensor:
-        """(nW, N, N) mask: -100 between tokens from different regions of
-        the map rolled by ``s`` (an axis's are Swin's slices ``[:-ws]``,
-        ``[-ws:-s]``, ``[-s:]``), by comparisons, not slices, so that a
-        traced ``s`` stays symbolic (ONNX export)."""
+        """(nW, N, N): -100 between tokens of different regions (Swin's
+        slices ``[:-ws]``, ``[-ws:-s]``, ``[-s:]`` of each axis), found by
+        comparisons, not slices, so that a traced ``s`` stays symbolic."""
         ws = self.window_size
 
         def regions(n):  # (n, ): 0, 1 or 2 per cell
@@ -120,10 +118,9 @@ class SwinBlock(TransformerBlock):
 
 
 class PatchMerging(BaseModule):
-    """2x2 neighbourhood concatenation, norm and linear reduction 4C -> 2C;
-    odd sizes are zero-padded at the bottom/right. Not mmcv's
-    ``PatchMerging`` (the same keys): its unfold orders the 4C channels
-    otherwise than Swin's checkpoints (test_swin_peg.py::
+    """2x2 neighbourhood concatenation, norm and linear reduction 4C -> 2C.
+    Not mmcv's ``PatchMerging`` (the same keys): its unfold orders the 4C
+    channels otherwise than Swin's checkpoints (test_swin_peg.py::
     test_patch_merging_keeps_swins_channel_order)."""
 
     def __init__(self, in_channels: int, out_channels: int,
@@ -148,19 +145,15 @@ class PatchMerging(BaseModule):
 @register_model
 class SwinPEG(BaseBackbone):
     """Swin Transformer with PEGs: Swin keeps its relative position bias,
-    the PEG adds the conditional (absolute) position. Any input size works:
-    the patch embedding, windows and patch merging pad at the bottom/right.
+    the PEG adds the conditional (absolute) position. Any input size works
+    (padded at the bottom/right).
 
     Args:
         arch (str | dict): 'tiny' / 'small' / 'base' (or 't' / 's' / 'b'),
             or a dict with ``embed_dims``, ``depths``, ``num_heads``.
             Defaults to 'tiny'.
-        patch_size (int): Patch size. Defaults to 4.
-        window_size (int): Window size. Defaults to 7.
-        mlp_ratio (int): FFN expansion. Defaults to 4.
-        peg_positions (Sequence): An entry per stage, as CPVT's
-            ``peg_positions``. Defaults to a PEG after each stage's first
-            block.
+        peg_positions (Sequence): An entry per stage, as CPVT's. Defaults
+            to a PEG after each stage's first block.
         out_type (str): 'featmap' (normed NCHW maps of ``out_indices``) or
             'avg_featmap' (final norm, pooled). Defaults to 'featmap'.
 

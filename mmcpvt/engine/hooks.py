@@ -309,6 +309,22 @@ def _on_cuda(model) -> bool:
     return any(p.is_cuda for p in model.parameters())
 
 
+def mmcv_ops_run_on(device) -> bool:
+    """Whether mmcv's compiled ops run on ``device``: one NMS of one box
+    there. An mmcv built without CUDA ops raises (its dispatcher finds no
+    CUDA implementation); mmcv-lite has no ops at all. Not mmcv's
+    ``get_compiling_cuda_version()``: in an mmcv 2.1.0 built on a GPU
+    machine (torch 2.11, Python 3.12) it ended the process with a
+    segmentation fault, while the ops ran (docs/get_started.md)."""
+    try:
+        from mmcv.ops import nms
+        box = torch.tensor([[0., 0., 1., 1.]], device=device)
+        nms(box, torch.ones(1, device=device), 0.5)
+    except (ImportError, RuntimeError):
+        return False
+    return True
+
+
 def mmcv_cuda_op_calls(model):
     """``(module path, mmcv op)`` for each mmcv op that ``model`` calls on
     CUDA tensors: mmcv.ops modules, mmdet's and mmseg's ``FocalLoss``
@@ -330,12 +346,11 @@ def mmcv_cuda_op_calls(model):
 class CudaOpsHook(Hook):
     """Refuse, in ``before_run`` (before any checkpoint is loaded and the
     first iteration), a model on CUDA that calls mmcv ops
-    (:func:`mmcv_cuda_op_calls`) when the installed mmcv has no CUDA ops:
-    ``mmcv.ops.get_compiling_cuda_version()`` is 'not available' (built
-    with ``FORCE_CUDA=0``, as ``tools/install/build_mmcv.sh`` does without a
-    GPU and nvcc) or mmcv has no ops at all. Otherwise RetinaNet stops at its
-    first loss, inside mmcv. Models without mmcv ops (classifiers, Semantic
-    FPN) pass."""
+    (:func:`mmcv_cuda_op_calls`) when they do not run there
+    (:func:`mmcv_ops_run_on`: mmcv built with ``FORCE_CUDA=0``, as
+    ``tools/install/build_mmcv.sh`` does without a GPU and nvcc, or mmcv
+    without ops). Otherwise RetinaNet stops at its first loss, inside mmcv.
+    Models without mmcv ops (classifiers, Semantic FPN) pass."""
 
     priority = 'VERY_HIGH'
 
@@ -343,18 +358,10 @@ class CudaOpsHook(Hook):
         model = _bare_model(runner)
         if not _on_cuda(model):
             return
-        try:
-            from mmcv.ops import get_compiling_cuda_version
-            built = get_compiling_cuda_version()
-        except ImportError:  # mmcv-lite (MMCV_WITH_OPS=0): no ops at all
-            built = 'not available'
-        if built != 'not available':
-            return
         calls = dict(mmcv_cuda_op_calls(model))
-        if not calls:
+        if not calls or mmcv_ops_run_on(next(model.parameters()).device):
             return
         import mmcv
-        import torch
         raise RuntimeError(
             f'{type(model).__name__} runs on CUDA and calls mmcv ops that '
             f'mmcv {mmcv.__version__} was built without (it has CPU ops only)'

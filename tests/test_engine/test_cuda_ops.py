@@ -51,9 +51,17 @@ def on_cuda(monkeypatch):
     monkeypatch.setattr(hooks, '_on_cuda', lambda model: True)
 
 
+def cpu_ops_only(boxes, scores, iou_threshold):
+    """mmcv.ops.nms of an mmcv built without CUDA ops, given CUDA tensors
+    (its dispatcher's error)."""
+    raise RuntimeError('nms_impl: implementation for device cuda:0 not '
+                       'found.')
+
+
 def test_retinanet_refused_without_cuda_ops(detector, on_cuda, monkeypatch):
-    monkeypatch.setattr(mmcv.ops, 'get_compiling_cuda_version',
-                        lambda: 'not available')  # an mmcv of CPU ops
+    monkeypatch.setattr(mmcv.ops, 'nms', cpu_ops_only)
+    # mmcv's version query is not asked: it crashed a GPU machine's build
+    monkeypatch.delattr(mmcv.ops, 'get_compiling_cuda_version')
     with pytest.raises(RuntimeError) as e:
         CudaOpsHook().before_run(detector)
     msg = str(e.value)
@@ -66,10 +74,12 @@ def test_retinanet_refused_without_cuda_ops(detector, on_cuda, monkeypatch):
 
 def test_retinanet_on_cpu_or_with_cuda_ops_passes(detector, on_cuda,
                                                   monkeypatch):
-    monkeypatch.setattr(mmcv.ops, 'get_compiling_cuda_version',
-                        lambda: '13.0')
+    # the probe runs for real, on the device of the parameters (the CPU)
+    assert hooks.mmcv_ops_run_on('cpu')
+    monkeypatch.delattr(mmcv.ops, 'get_compiling_cuda_version')
     CudaOpsHook().before_run(detector)
     monkeypatch.undo()
+    monkeypatch.setattr(mmcv.ops, 'nms', cpu_ops_only)
     CudaOpsHook().before_run(detector)  # parameters on the CPU
 
 

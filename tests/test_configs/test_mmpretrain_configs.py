@@ -1,13 +1,9 @@
 """Generic checks over every mmpretrain config (configs/cpvt, ablations, and
-the ImageNet-1k configs of configs/pvt_peg and configs/swin_peg).
-
-Each config must load, say what it imports, build a model that classifies a
-small image (any size: no position table is tied to 224) and a training loss
-through its own data preprocessor and batch augments, build its optimizer,
-run its pipelines, and carry its family's recipe: DeiT's, which CPVT keeps
-(appendix, "The Hyperparameters of CPVT"), PVT's (DeiT's with PVT's drop path
-and clipping) or Swin's; PVT+PEG and Swin+PEG use "the same training
-settings" as their baselines (Sec. 4.6).
+the ImageNet-1k configs of configs/pvt_peg and configs/swin_peg): it builds,
+classifies any image size, trains through its own preprocessor and batch
+augments, and carries its family's recipe: DeiT's, which CPVT keeps
+(appendix, "The Hyperparameters of CPVT"), PVT's or Swin's; PVT+PEG and
+Swin+PEG use "the same training settings" as their baselines (Sec. 4.6).
 """
 import glob
 import math
@@ -25,6 +21,7 @@ from mmpretrain.registry import MODELS, TRANSFORMS
 from mmpretrain.structures import DataSample
 
 import mmcpvt  # noqa: F401  (registers CPVT and the PEG)
+from mmcpvt.models.layers.peg import ConditionalPositionEncoding
 from tests.utils import ROOT, n_params
 
 CONFIGS = sorted(
@@ -174,16 +171,6 @@ def mmpretrain_scope():
     init_default_scope('mmpretrain')
 
 
-@pytest.fixture(scope='module', autouse=True)
-def one_thread():
-    # The inputs here are tiny: on a busy machine, more threads only wait on
-    # each other (a 64x88 forward of CPVT-Ti: ~1 s with 2, ~20 ms with 1).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope='module', params=CONFIGS, ids=IDS)
 def cfg(request):
     return Config.fromfile(request.param)
@@ -220,10 +207,11 @@ METAFILES = sorted(m for _, m in FAMILIES.values() if m)
 def test_metafile_matches_the_configs(metafile):
     """Every ImageNet config of the family is in its metafile, or in the
     metafile_*.yml beside it (configs/cpvt/metafile_deit.yml: the DeiT
-    baselines, kept out of mmpretrain's hub), with its parameter count."""
-    import glob
-
+    baselines, kept out of mmpretrain's hub), with its parameter count; the
+    model-index imports the metafile."""
     import yaml
+    with open(osp.join(ROOT, 'model-index.yml')) as f:
+        assert 'configs/' + metafile in yaml.safe_load(f)['Import']
     family = osp.dirname(metafile)
     with open(osp.join(ROOT, 'configs', metafile)) as f:
         collections = {c['Name'] for c in yaml.safe_load(f)['Collections']}
@@ -242,24 +230,8 @@ def test_metafile_matches_the_configs(metafile):
     assert set(listed) == {n for n in IDS if _family(n) == family}
 
 
-def test_model_index_imports_the_metafiles():
-    import yaml
-    with open(osp.join(ROOT, 'model-index.yml')) as f:
-        imports = yaml.safe_load(f)['Import']
-    assert {'configs/' + m for m in METAFILES} <= set(imports)
-
-
-def test_scope_and_imports(cfg):
-    assert cfg.default_scope == 'mmpretrain'
-    assert cfg.custom_imports == dict(
-        imports=['mmcpvt'], allow_failed_imports=False)
-    assert cfg.model.type == 'ImageClassifier'
-    name = _name(cfg)
-    assert cfg.model.backbone.type == BACKBONES.get(name,
-                                                    FAMILIES[_family(name)][0])
-
-
-def test_forward_any_size(model):
+def test_parameter_count_and_forward_any_size(cfg, model):
+    assert n_params(model) == PARAMS[_name(cfg)]
     model.eval()
     with torch.no_grad():
         # 64 x 88 (not a multiple of 16): a 4 x 6 token map after padding,
@@ -285,10 +257,6 @@ def test_training_loss_through_preprocessor_and_batch_augments(model):
     assert math.isfinite(losses['loss'].item())
 
 
-def test_parameter_count(cfg, model):
-    assert n_params(model) == PARAMS[_name(cfg)]
-
-
 def _weight_decay(optim_wrapper, model) -> dict:
     """Parameter name -> the weight decay of its optimizer group."""
     decay = {}
@@ -304,39 +272,22 @@ def test_optimizer_and_no_decay_groups(cfg, model):
     expected = 'Lamb' if _name(cfg).startswith('cpvt/cpvt-base') else 'AdamW'
     assert type(optim_wrapper.optimizer).__name__ == expected
     decay = _weight_decay(optim_wrapper, model)
+    # a frozen PEG is left out: never updated
+    assert set(decay) == {n for n, p in model.named_parameters()
+                          if p.requires_grad}
+    # the PEGs are not decayed, as in the authors' code (Twins gvt.py
+    # PosCNN.no_weight_decay, CPVTV2.no_weight_decay)
+    pegs = {id(p) for m in model.modules()
+            if isinstance(m, ConditionalPositionEncoding)
+            for p in m.parameters()}
     for name, wd in decay.items():
-        if not model.get_parameter(name).requires_grad:
-            continue  # a frozen PEG: never updated
+        param = model.get_parameter(name)
         no_decay = (
             name.endswith(('.bias', 'cls_token', '.pos_embed',
                            'relative_position_bias_table',
                            'relative_key_table'))
-            or model.get_parameter(name).ndim == 1
-            # the PEGs, as in the authors' code (Twins gvt.py
-            # PosCNN.no_weight_decay, CPVTV2.no_weight_decay)
-            or '.pegs.' in name)
+            or param.ndim == 1 or id(param) in pegs)
         assert wd == (0. if no_decay else 0.05), name
-
-
-@pytest.mark.parametrize('name', [
-    'cpvt/cpvt-tiny_4xb256_in1k.py', 'pvt_peg/pvt-t-peg-gap_8xb128_in1k.py',
-    'swin_peg/swin-t-peg_16xb64_in1k.py'
-])
-def test_peg_weights_are_not_decayed(name):
-    """One config per family: every PEG convolution weight is in a group
-    with weight decay 0, the other convolution and linear weights in 0.05."""
-    cfg = Config.fromfile(osp.join(ROOT, 'configs', name))
-    model = MODELS.build(cfg.model)
-    optim_wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
-    decay = _weight_decay(optim_wrapper, model)
-    assert set(decay) == {n for n, _ in model.named_parameters()}
-    peg = {n: wd for n, wd in decay.items() if '.pegs.' in n}
-    weights = [n for n in peg if n.endswith('proj.0.weight')]
-    expected = {'cpvt': 1, 'pvt_peg': 4, 'swin_peg': 4}[_family(name)]
-    assert len(weights) == expected, sorted(peg)
-    assert set(peg.values()) == {0.}
-    assert {wd for n, wd in decay.items()
-            if n.endswith('attn.proj.weight')} == {0.05}
 
 
 # Per family: warm-up epochs, its start factor, final lr, train sampler.
@@ -357,9 +308,15 @@ def _recipe(name):
     return 'deit', 0.1, None  # DeiT / CPVT, PVT-Tiny and -Small
 
 
-def test_recipe(cfg):
+def test_scope_imports_and_recipe(cfg):
     """The recipe of the config's family (see SCHEDULES and _recipe)."""
     name = _name(cfg)
+    assert cfg.default_scope == 'mmpretrain'
+    assert cfg.custom_imports == dict(
+        imports=['mmcpvt'], allow_failed_imports=False)
+    assert cfg.model.type == 'ImageClassifier'
+    assert cfg.model.backbone.type == BACKBONES.get(name,
+                                                    FAMILIES[_family(name)][0])
     schedule, drop_path, clip = _recipe(name)
     opt = cfg.optim_wrapper.optimizer
     assert opt.lr == pytest.approx(LR)

@@ -1,44 +1,30 @@
 """Generic checks over every detection (mmdet) and segmentation (mmseg)
-config: configs/pvt_peg, configs/swin_peg and the entry point
-configs/retinanet_pvt_tiny_peg_1x_coco.py.
-
-Each config must load, build its model in its own default scope (the
-ImageNet checkpoint is not here, so the backbone starts from its own
-initialisation), give finite outputs of the expected number and shapes on a
-small batch, build its optimizer, and carry PVT's dense-prediction setting
-that CPVT keeps (Appendix "Evaluation on Segmentation and Detection"):
-AdamW lr 1e-4 / weight decay 1e-4, 12 or 36 epochs for RetinaNet, 80k
-iterations with poly decay for Semantic FPN. Parameter counts match the
-paper's Table "PVT+PEG" (RetinaNet 23/34/54 M, Semantic FPN 17/28/48 M).
+config of configs/pvt_peg, configs/swin_peg and the entry point: it builds in
+its own default scope (without the ImageNet checkpoint), gives finite outputs
+of the expected shapes, builds its optimizer, and carries PVT's dense setting
+that CPVT keeps (Appendix "Evaluation on Segmentation and Detection").
 """
 import glob
+import importlib
 import logging
 import math
 import os.path as osp
+import re
 
 import pytest
 import torch
-from mmengine.config import Config
 from mmengine.logging import MMLogger
 from mmengine.optim import build_optim_wrapper
 from mmengine.registry import init_default_scope
 from mmengine.utils import import_modules_from_strings
-from tests.utils import ROOT, n_params
+from tests.utils import ROOT, load_config, n_params
 
-
-def _is_dense(path):
-    """A detection or segmentation config (ImageNet configs of the same
-    backbones may share the folders)."""
-    return Config.fromfile(path).get('default_scope') in ('mmdet', 'mmseg')
-
-
-CONFIGS = sorted(
+ENTRY = 'retinanet_pvt_tiny_peg_1x_coco.py'
+CONFIGS = sorted(  # the ImageNet configs of the same backbones left out
     p for p in glob.glob(osp.join(ROOT, 'configs', 'pvt_peg', '*.py')) +
     glob.glob(osp.join(ROOT, 'configs', 'swin_peg', '*.py')) +
-    [osp.join(ROOT, 'configs', 'retinanet_pvt_tiny_peg_1x_coco.py')]
-    if _is_dense(p))
+    [osp.join(ROOT, 'configs', ENTRY)] if 'in1k' not in osp.basename(p))
 IDS = [osp.relpath(p, osp.join(ROOT, 'configs')) for p in CONFIGS]
-ENTRY = 'retinanet_pvt_tiny_peg_1x_coco.py'
 
 # The paper's Table "PVT+PEG": parameters (M) of the whole detector /
 # segmentor, the same with and without PEG at this precision.
@@ -50,26 +36,19 @@ H, W = 128, 160  # small, not square, a multiple of 32
 
 
 def _load(path):
-    cfg = Config.fromfile(path)
-    assert 'mmcpvt' in cfg.custom_imports['imports']
+    cfg = load_config(path)
     import_modules_from_strings(**cfg.custom_imports)
     init_default_scope(cfg.default_scope)
     return cfg
 
 
 def _registry(scope):
-    if scope == 'mmdet':
-        from mmdet.registry import MODELS
-    else:
-        from mmseg.registry import MODELS
-    return MODELS
+    return importlib.import_module(f'{scope}.registry').MODELS
 
 
-def _build(cfg, init_weights=True):
+def _build(cfg):
     cfg.model.backbone.init_cfg = None  # no ImageNet checkpoint here
     model = _registry(cfg.default_scope).build(cfg.model)
-    if not init_weights:
-        return model
     logger = MMLogger.get_current_instance()
     level = logger.level
     logger.setLevel(logging.WARNING)  # init_weights logs every parameter
@@ -80,28 +59,18 @@ def _build(cfg, init_weights=True):
     return model
 
 
-def _paper_key(path):
-    name = osp.basename(path)
-    if name == ENTRY:
-        return 'retinanet', 't'
-    algo = name.split('_')[0]
-    size = name.split('_')[1]  # 'pvt-t-peg', 'pvt-s', 'swin-t-peg', ...
-    if not size.startswith('pvt-'):
-        return None
-    return algo, size.split('-')[1]
-
-
 @pytest.mark.parametrize('path', CONFIGS, ids=IDS)
-def test_model_forward(path):
+def test_model_forward_and_optimizer(path):
     cfg = _load(path)
     torch.manual_seed(0)
     model = _build(cfg).eval()
-    key = _paper_key(path)
+    name = osp.basename(path)
+    # 'retinanet_pvt-t-peg_...', 'fpn_pvt-s_...'; not pcpvt, swin
+    match = re.match(r'(retinanet|fpn)_pvt-([tsm])[-_]', name)
+    key = ('retinanet', 't') if name == ENTRY else match and match.groups()
     if key in PAPER_PARAMS_M:
-        params = n_params(model)
-        assert round(params / 1e6) == PAPER_PARAMS_M[key], (
-            f'{path}: {params / 1e6:.2f} M parameters, the paper has '
-            f'{PAPER_PARAMS_M[key]} M')
+        assert round(n_params(model) / 1e6) == PAPER_PARAMS_M[key], (
+            n_params(model), key)
 
     inputs = torch.randn(2, 3, H, W)
     with torch.no_grad():
@@ -127,6 +96,18 @@ def test_model_forward(path):
         head = cfg.model.decode_head
         assert out.shape == (2, head.num_classes, H // 4, W // 4)
         assert torch.isfinite(out).all()
+
+    groups = build_optim_wrapper(model, cfg.optim_wrapper).optimizer \
+        .param_groups
+    assert sum(p.numel() for g in groups for p in g['params']) == sum(
+        p.numel() for p in model.parameters() if p.requires_grad)
+    if 'paramwise_cfg' in cfg.optim_wrapper:  # Swin: no decay on norms/bias
+        decay = {id(p): g['weight_decay'] for g in groups for p in g['params']}
+        params = dict(model.named_parameters())
+        stage = 'backbone.stages.0.0.'
+        assert decay[id(params[stage + 'ln1.weight'])] == 0
+        assert decay[id(params[stage + 'relative_position_bias_table'])] == 0
+        assert decay[id(params[stage + 'attn.qkv.weight'])] == 0.05
 
 
 @pytest.mark.parametrize('path', CONFIGS, ids=IDS)
@@ -179,26 +160,9 @@ def test_pvt_setting(path):
         assert 'whai362/PVT' in backbone.init_cfg.checkpoint
 
 
-@pytest.mark.parametrize('path', CONFIGS, ids=IDS)
-def test_optim_wrapper_builds(path):
-    cfg = _load(path)
-    model = _build(cfg, init_weights=False)
-    wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
-    groups = wrapper.optimizer.param_groups
-    n = sum(p.numel() for g in groups for p in g['params'])
-    assert n == sum(p.numel() for p in model.parameters() if p.requires_grad)
-    if 'paramwise_cfg' in cfg.optim_wrapper:  # Swin: no decay on norms/bias
-        decay = {id(p): g['weight_decay'] for g in groups for p in g['params']}
-        params = dict(model.named_parameters())
-        stage = 'backbone.stages.0.0.'
-        assert decay[id(params[stage + 'ln1.weight'])] == 0
-        assert decay[id(params[stage + 'relative_position_bias_table'])] == 0
-        assert decay[id(params[stage + 'attn.qkv.weight'])] == 0.05
-
-
 def test_entry_point_is_pvt_tiny_peg_1x():
-    entry = Config.fromfile(osp.join(ROOT, 'configs', ENTRY))
-    full = Config.fromfile(
+    entry = load_config(osp.join(ROOT, 'configs', ENTRY))
+    full = load_config(
         osp.join(ROOT, 'configs', 'pvt_peg',
                  'retinanet_pvt-t-peg_fpn_1x_coco.py'))
     assert entry.to_dict() == full.to_dict()
@@ -213,7 +177,7 @@ def test_demo_detection_config():
     path = osp.join(ROOT, 'configs', 'demo',
                     'retinanet_pvt-t-peg_demo_coco.py')
     cfg = _load(path)
-    entry = Config.fromfile(osp.join(ROOT, 'configs', ENTRY))
+    entry = load_config(osp.join(ROOT, 'configs', ENTRY))
     assert cfg.model.backbone.type == entry.model.backbone.type
     assert cfg.model.backbone.init_cfg is None
     assert cfg.model.bbox_head.num_classes == len(cfg.classes)

@@ -7,8 +7,6 @@ models. mmcpvt still imports without mmpretrain.
 """
 import glob
 import os.path as osp
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,7 +14,7 @@ import yaml
 
 import mmcpvt  # noqa: F401  (adds our models to mmpretrain's hub)
 from mmcpvt.apis import model_index
-from tests.utils import ROOT, explain
+from tests.utils import ROOT, explain, run_tool
 
 TASK = 'Image Classification'
 
@@ -137,21 +135,25 @@ def test_broken_mmpretrain_warns_and_mmcpvt_imports(monkeypatch):
         assert model_index.register_mmpretrain_models_if_installed() is False
 
 
-def test_import_without_mmpretrain():
-    """``None`` in sys.modules makes ``import mmpretrain`` fail and
-    find_spec return None, as when it is not installed."""
-    code = ('import sys\n'
-            'sys.modules["mmpretrain"] = None\n'
+@pytest.mark.parametrize('blocked', [('mmpretrain', ),
+                                     ('mmdet', 'mmseg', 'mmpretrain')])
+def test_import_without_downstream_libraries(blocked):
+    """``None`` in sys.modules makes an import fail and find_spec return
+    None, as when it is not installed: ``import mmcpvt`` works, adds nothing
+    to the hub and builds its backbones and ``mmcpvt.CheckSegMap`` (the COCO
+    data set is imported only when a config names it)."""
+    code = (f'import sys\nsys.modules.update(dict.fromkeys({blocked}))\n'
             'import mmcpvt\n'
             'from mmcpvt.apis import register_mmpretrain_models_if_installed'
             ' as r\n'
             'assert r() is False\n'
             'assert sys.modules["mmpretrain"] is None\n'
-            'from mmengine.registry import MODELS\n'
+            'from mmengine.registry import MODELS, TRANSFORMS\n'
             'print(type(MODELS.build(dict(type="mmcpvt.CPVT", arch=dict('
             'embed_dims=32, num_layers=1, num_heads=2, '
-            'feedforward_channels=64)))).__name__)\n')
-    proc = subprocess.run([sys.executable, '-c', code], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+            'feedforward_channels=64)))).__name__, type(TRANSFORMS.build('
+            'dict(type="mmcpvt.CheckSegMap", num_classes=3))).__name__, '
+            '"mmcpvt.datasets.coco" in sys.modules)\n')
+    proc = run_tool('-c', code)
     assert proc.returncode == 0, explain(proc)
-    assert proc.stdout.strip().splitlines()[-1] == 'CPVT'
+    assert proc.stdout.split()[-3:] == ['CPVT', 'CheckSegMap', 'False']

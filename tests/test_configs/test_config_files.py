@@ -1,17 +1,13 @@
-"""Every file under configs/ resolves with ``Config.fromfile``: the leaf
-configs, the demo configs and each ``_base_`` file on its own, including the
-bases taken from mmdet, mmseg and mmpretrain (``mmdet::...``), which must be
-found in the installed packages. A leaf config names its library's default
-scope and imports mmcpvt, and names mmcpvt's hooks (atomic checkpoints,
-weights-only loads, epoch seeding, the work-dir lock, the CUDA-ops check),
-so that mmdet's and mmseg's own train.py run with them too.
+"""Every file under configs/, ``_base_`` files included, resolves with its
+``mmdet::``-style bases found in the installed packages. A leaf config names
+its default scope, imports mmcpvt and names mmcpvt's hooks, so that mmdet's
+and mmseg's own train.py run with them too.
 """
 import glob
 import os.path as osp
 
 import pytest
-from mmengine.config import Config
-from tests.utils import ROOT
+from tests.utils import ROOT, load_config
 
 CONFIG_DIR = osp.join(ROOT, 'configs')
 FILES = sorted(
@@ -27,7 +23,7 @@ def test_configs_found():
 @pytest.mark.parametrize('path', FILES, ids=IDS)
 def test_config_resolves(path):
     # custom imports are not run here: building is left to the other tests
-    cfg = Config.fromfile(path, import_custom_modules=False)
+    cfg = load_config(path, import_custom_modules=False)
     assert '_base_' not in cfg
     if osp.relpath(path, CONFIG_DIR).startswith('_base_/'):
         return

@@ -1,38 +1,27 @@
-"""Install mmcpvt as a user does and train from the installed package.
-
-The steps, each checked, from a folder outside the repository:
+"""Install mmcpvt as a user does, from a folder outside the repository, and
+train from the installed package; each step is checked:
 
 1. a fresh virtual environment;
-2. ``pip install .``: a wheel, not an editable install;
-3. ``import mmcpvt`` comes from the new environment, with ``mmcpvt/.mim``
-   (configs/, tools/, model-index.yml) as real files, and
-   ``mmpretrain.list_models`` (and ``get_model``: the same hub entry) find
-   our models and configs through the installed ``.mim/model-index.yml``;
-4. ``mim search mmcpvt`` reads our model-index and shows no accuracy (the
-   paper's numbers are ``Paper Results``, not ``Results``);
-5. ``mim train mmcpvt cpvt-tiny_4xb256_in1k.py``: mim finds the config by
-   name in the installed package and runs the package's
+2. ``pip install .`` (a wheel, not an editable install);
+3. ``import mmcpvt`` comes from it, ``mmcpvt/.mim`` holds real files, and
+   mmpretrain's ``list_models`` / ``get_model`` find our models there;
+4. ``mim search mmcpvt`` shows no accuracy (the paper's numbers are
+   ``Paper Results``);
+5. ``mim train mmcpvt cpvt-tiny_4xb256_in1k.py`` runs the installed
    ``.mim/tools/train.py``, 1 epoch on a generated ImageNet-layout set;
-6. ``mim train mmdet CONFIG``: mmdet's own ``tools/train.py`` (the copy
-   mmdet installs in ``mmdet/.mim/tools``) trains a user config that
-   inherits the installed ``configs/demo/retinanet_pvt-t-peg_demo_coco.py``
-   (``configs/retinanet_pvt_tiny_peg_1x_coco.py`` at a small scale), 1
-   epoch on a generated COCO-layout set.
+6. ``mim train mmdet CONFIG``, mmdet's own ``tools/train.py``, trains a user
+   config inheriting the installed demo RetinaNet PVT-T+PEG config, 1 epoch
+   on a generated COCO-layout set.
 
-The new environment has no torch of its own: a ``.pth`` file puts the
-site-packages of the interpreter running this script behind its own (torch,
-mmcv, mmengine, mmdet, mmpretrain, openmim, pip), so only mmcpvt is
-installed. Those paths' ``.pth`` files are not read, so an editable mmcpvt
-there stays invisible. The build runs in a copy of the source tree: setup.py
-writes the ``mmcpvt/.mim`` copies into the tree it builds, and the
-checkout's ``mmcpvt/.mim`` holds the links of its editable install.
+The venv has no torch of its own: a ``.pth`` file puts this interpreter's
+site-packages behind its own (whose ``.pth`` files are not read, so an
+editable mmcpvt there stays invisible). The build runs in a copy of the
+tree: setup.py writes ``mmcpvt/.mim`` into the tree it builds.
 
-    .venv/bin/python tests/test_packaging/check_package.py  # ~1.5 minutes
-    .venv/bin/python tests/test_packaging/check_package.py \
-        --work-dir /tmp/chk --keep
+    .venv/bin/python tests/test_packaging/check_package.py  # ~1 minute
 
-Prints a log (each command, then the lines of its output that matter) and
-exits with 1, naming the failed step, where any step fails.
+Prints each command and the output lines that matter; exits with 1, naming
+the failed step, where a step fails.
 """
 import argparse
 import os

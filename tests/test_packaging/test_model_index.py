@@ -1,11 +1,12 @@
-"""mmcpvt's models in mmpretrain's model hub (mmcpvt/apis/model_index.py):
-``import mmcpvt`` makes ``mmpretrain.list_models`` list our image
-classification models and ``get_model`` / ``inference_model`` build and run
-them by name, without weights (none are released); detection and
-segmentation models stay out, and mmpretrain's own names keep mmpretrain's
-models. mmcpvt still imports without mmpretrain.
+"""The model-index and its metafiles, and mmcpvt's models in mmpretrain's
+hub (mmcpvt/apis/model_index.py). mmcpvt releases no weights, so
+``Results`` name the task and data set with no metric (mim's table has none),
+and the paper's numbers are ``Paper Results``. ``import mmcpvt`` makes
+``mmpretrain.list_models`` list our image classification models and
+``get_model`` / ``inference_model`` build and run them by name; detection
+and segmentation models stay out, and mmpretrain's own names keep
+mmpretrain's models. mmcpvt still imports without mmpretrain.
 """
-import glob
 import os.path as osp
 
 import numpy as np
@@ -19,13 +20,76 @@ from tests.utils import ROOT, explain, run_tool
 TASK = 'Image Classification'
 
 
+def _metafiles():
+    """The metafiles that model-index.yml imports, by path."""
+    with open(osp.join(ROOT, 'model-index.yml')) as f:
+        imports = yaml.safe_load(f)['Import']
+    out = {}
+    for path in imports:
+        with open(osp.join(ROOT, path)) as f:
+            out[path] = yaml.safe_load(f)
+    return out
+
+
 def _metafile_models():
-    models = {}
-    for path in glob.glob(osp.join(ROOT, 'configs', '*', 'metafile*.yml')):
-        with open(path) as f:
-            for model in yaml.safe_load(f)['Models']:
-                models[model['Name']] = model
-    return models
+    return {m['Name']: m for meta in _metafiles().values()
+            for m in meta['Models']}
+
+
+@pytest.fixture(scope='module')
+def index():
+    from modelindex.load_model_index import load
+    index = load(osp.join(ROOT, 'model-index.yml'))
+    index.build_models_with_collections()
+    return index
+
+
+def test_results_have_no_metric_and_paper_results_have_the_numbers():
+    n_paper = 0
+    for path, meta in _metafiles().items():
+        for model in meta['Models']:
+            name = f'{path}: {model["Name"]}'
+            assert model['Weights'] is None, name
+            results = model['Results']
+            assert len(results) == 1, name
+            assert results[0]['Metrics'] == {}, name
+            assert results[0]['Task'] and results[0]['Dataset'], name
+            for paper in model.get('Paper Results', []):
+                n_paper += 1
+                assert (paper['Task'], paper['Dataset']) == (
+                    results[0]['Task'], results[0]['Dataset']), name
+                assert paper['Metrics'] and all(
+                    isinstance(v, float) for v in paper['Metrics'].values())
+    # every model but Swin+PEG RetinaNet (no number in the paper)
+    assert n_paper == 40
+
+
+def test_model_index_parses_with_the_tasks(index):
+    # modelindex's own check: only the README paths, which follow
+    # OpenMMLab's convention (from the repository root, as mmpretrain's)
+    errors = index.check(silent=True)
+    assert errors and all('Path to README file configs/' in e
+                          for e in errors), errors
+    tasks = {m.name: {r.task for r in m.results} for m in index.models}
+    assert tasks['cpvt-tiny_4xb256_in1k'] == {'Image Classification'}
+    assert tasks['retinanet_pvt-t-peg_fpn_1x_coco'] == {'Object Detection'}
+    assert tasks['fpn_pvt-t-peg_4xb4-80k_ade20k-512x512'] == {
+        'Semantic Segmentation'}
+    for model in index.models:
+        assert osp.isfile(osp.join(ROOT, model.config)), model.config
+
+
+def test_mim_search_shows_no_metric(index):
+    """mim's table (``mim search mmcpvt``): every model, no metric column
+    (it would show the paper's numbers as ours)."""
+    from mim.commands.search import convert2df
+    df = convert2df(index)
+    assert set(df.index) == {m.name for m in index.models}
+    assert len(df.index) == 44
+    metric_words = ('accuracy', 'box_ap', 'miou', 'top_1', 'top_5')
+    assert not [c for c in df.columns
+                if any(w in c.lower() for w in metric_words)], df.columns
+    assert df.loc['cpvt-tiny_4xb256_in1k', 'parameters'] == 5681512
 
 
 def _mmpretrain_own_names():
@@ -111,11 +175,9 @@ def test_registering_again_adds_nothing():
         .__module__ == 'mmpretrain.apis.model'
 
 
-def test_mim_root_is_the_checkout():
+def test_mim_root_is_the_checkout_or_says_where_it_looked(tmp_path,
+                                                          monkeypatch):
     assert model_index.get_mim_root() == ROOT
-
-
-def test_no_model_index_says_where_it_looked(tmp_path, monkeypatch):
     monkeypatch.setattr(model_index, 'PACKAGE_DIR',
                         str(tmp_path / 'site' / 'mmcpvt'))
     with pytest.raises(FileNotFoundError) as e:

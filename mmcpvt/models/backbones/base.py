@@ -89,6 +89,7 @@ class BaseBackbone(CheckpointLoading):
         assert -1 <= frozen_stages <= num_stages, (
             f'frozen_stages must be from -1 to {num_stages}, got '
             f'{frozen_stages}')
+        self.num_stages = num_stages
         self.peg_cfg = peg_cfg or {}
         self.frozen_stages = frozen_stages
         self.norm_eval = norm_eval

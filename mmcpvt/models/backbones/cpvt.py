@@ -23,11 +23,9 @@ POS_EMBEDS = ('none', 'learned', 'sincos2d')
 
 @register_model
 class CPVT(BaseBackbone):
-    """Conditional Position encoding Vision Transformer: DeiT-Ti/S/B with
-    PEGs after the configured encoders instead of the learned table. The
-    paper's baselines (learned table, 2-D sin-cos, none, PEG + table, tables
-    in six blocks, 2-D RPE) are this class with other ``pos_embed`` /
-    ``pos_embed_positions`` / ``peg_positions`` / ``rpe_cfg``.
+    """DeiT-Ti/S/B with PEGs after the configured encoders instead of the
+    learned table; the paper's baselines (learned table, 2-D sin-cos, none,
+    both, tables in six blocks, 2-D RPE) with other arguments.
 
     Args:
         arch (str | dict): 'tiny' / 'small' / 'base' (or 't' / 's' / 'b'),

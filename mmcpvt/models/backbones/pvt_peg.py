@@ -75,7 +75,6 @@ class PVTPEG(BaseBackbone):
         arch = arch_settings(arch, self.arch_zoo)
         super().__init__(len(arch['depths']), peg_cfg, frozen_stages,
                          norm_eval, with_cp, init_cfg)
-        self.num_stages = len(arch['depths'])
         # else a GAP or no table would be taken without a word
         assert out_type in OUT_TYPES, (
             f'out_type must be one of {OUT_TYPES}, got {out_type!r}')
@@ -118,7 +117,6 @@ class PVTPEG(BaseBackbone):
                     sr_ratio=arch['sr_ratios'][i], norm_cfg=norm_cfg)
                 for _ in range(depth)
             ]))
-            # 'pegs.1.0' follows block 0 of stage 1
             self.pegs.append(self.build_pegs(peg_positions[i], depth, dims,
                                              extra, f'peg_positions[{i}]'))
             self.norms.append(build_norm_layer(norm_cfg, dims)[1]

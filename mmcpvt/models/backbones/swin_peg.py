@@ -88,13 +88,11 @@ class SwinBlock(TransformerBlock):
         H, W = hw_shape
         ws = self.window_size
         # (B, H*W, C) -> (B, Hp, Wp, C), zero-padded to whole windows
-        x = x.view(B, H, W, C)
-        x = F.pad(x, (0, 0, 0, (-W) % ws, 0, (-H) % ws))
+        x = F.pad(x.view(B, H, W, C), (0, 0, 0, (-W) % ws, 0, (-H) % ws))
         Hp, Wp = x.shape[1:3]
-        # Swin's relative position bias: (N*N, heads) -> (heads, N, N)
+        # Swin's relative position bias: (N, N, heads) -> (heads, N, N)
         bias = self.relative_position_bias_table[
-            self.relative_position_index.view(-1)].view(
-                ws * ws, ws * ws, -1).permute(2, 0, 1)
+            self.relative_position_index].permute(2, 0, 1)
         if self.shift_size:
             # no shift where the map fits in one window (as Swin); by
             # arithmetic, so that an exported graph decides it for each size
@@ -109,8 +107,7 @@ class SwinBlock(TransformerBlock):
             0, 1, 3, 2, 4, 5).reshape(B, Hp, Wp, C)
         if self.shift_size:
             x = self._roll(x, s)
-        # (B, Hp, Wp, C) -> (B, H*W, C)
-        return x[:, :H, :W].reshape(B, H * W, C)
+        return x[:, :H, :W].reshape(B, H * W, C)  # (B, H*W, C)
 
     def forward(self, x: torch.Tensor, hw_shape) -> torch.Tensor:
         x = x + self.drop_path(self._window_attention(self.ln1(x), hw_shape))
@@ -183,7 +180,6 @@ class SwinPEG(BaseBackbone):
         arch = arch_settings(arch, self.arch_zoo)
         super().__init__(len(arch['depths']), peg_cfg, frozen_stages,
                          norm_eval, with_cp, init_cfg)
-        self.num_stages = len(arch['depths'])
         # else no output would be made without a word
         assert out_type in ('featmap', 'avg_featmap'), (
             f"out_type must be 'featmap' or 'avg_featmap', got {out_type!r}")
@@ -208,7 +204,6 @@ class SwinPEG(BaseBackbone):
                           drop_path_rate=next(dpr), qkv_bias=qkv_bias,
                           norm_cfg=norm_cfg) for j in range(depth)
             ]))
-            # 'pegs.2.0' follows block 0 of stage 2
             self.pegs.append(self.build_pegs(peg_positions[i], depth, dims[i],
                                              name=f'peg_positions[{i}]'))
             if i < self.num_stages - 1:
@@ -247,7 +242,6 @@ class SwinPEG(BaseBackbone):
                 x = self.run_block(block, x, hw)
                 x, hw = pegs(j, x, hw)
             if self.out_type == 'featmap' and i in self.out_indices:
-                # (B, H*W, C) -> (B, C, H, W)
                 outs.append(nlc_to_nchw(self.norms[i](x), hw).contiguous())
             if i < self.num_stages - 1:
                 x, hw = self.downsamples[i](x, hw)

@@ -4,7 +4,6 @@ from typing import Optional, Sequence
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from mmcv.cnn import build_norm_layer
 from mmengine.model import BaseModule
 
 from .rpe import RelativePositionEncoding2d
@@ -29,7 +28,6 @@ class Attention(BaseModule):
         sr_ratio (int): Keys and values from the map reduced by an r x r,
             stride r convolution and a norm (PVT); a map under r a side is
             padded to r. Defaults to 1.
-        norm_cfg (dict): Norm after the reduction. Defaults to LN.
         rpe_cfg (dict, optional): :class:`RelativePositionEncoding2d`
             arguments. Defaults to None.
     """
@@ -37,8 +35,7 @@ class Attention(BaseModule):
 
     def __init__(self, embed_dims: int, num_heads: int, qkv_bias: bool = True,
                  attn_drop: float = 0., proj_drop: float = 0.,
-                 sr_ratio: int = 1, norm_cfg: dict = dict(type='LN'),
-                 rpe_cfg: Optional[dict] = None):
+                 sr_ratio: int = 1, rpe_cfg: Optional[dict] = None):
         super().__init__()
         # else the head split fails with a reshape message
         assert embed_dims % num_heads == 0, (
@@ -54,7 +51,9 @@ class Attention(BaseModule):
             self.kv = nn.Linear(embed_dims, embed_dims * 2, bias=qkv_bias)
             self.sr = nn.Conv2d(
                 embed_dims, embed_dims, kernel_size=sr_ratio, stride=sr_ratio)
-            self.norm = build_norm_layer(norm_cfg, embed_dims)[1]
+            # the authors' eps 1e-5, whatever the blocks' (pvt.py, gvt.py,
+            # timm; mmpretrain's PCPVT: 1e-6)
+            self.norm = nn.LayerNorm(embed_dims)
         else:
             self.qkv = nn.Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
         self.proj = nn.Linear(embed_dims, embed_dims)
@@ -72,8 +71,7 @@ class Attention(BaseModule):
                 hw_shape: Optional[Sequence[int]] = None,
                 attn_bias: Optional[torch.Tensor] = None,
                 return_attn: bool = False):
-        """Tokens (B, N, C), the last H*W of the ``hw_shape`` map; an
-        ``attn_bias`` (B, heads, N, N_kv) is added to the logits."""
+        """Tokens (B, N, C), the last H*W of the ``hw_shape`` map."""
         if self.sr_ratio > 1:
             q = self._split_heads(self.q(x), 1)[0]
             feat = nlc_to_nchw(x, hw_shape)  # (B, N, C) -> (B, C, H, W)
@@ -98,8 +96,7 @@ class Attention(BaseModule):
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                attn_bias: Optional[torch.Tensor] = None,
                return_attn: bool = False):
-        """Heads (B, heads, N, head_dims) -> projected tokens (B, N, C),
-        and the attention weights with ``return_attn``."""
+        """q, k, v (B, heads, N, head_dims) -> tokens (B, N, C) [, weights]."""
         if self.fused_attn and not return_attn:
             x = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=attn_bias,

@@ -31,8 +31,6 @@ class TransformerBlock(BaseModule):
                  rpe_cfg: Optional[dict] = None):
         super().__init__()
         self.ln1 = build_norm_layer(norm_cfg, embed_dims)[1]
-        # the spatial-reduction norm keeps the authors' eps 1e-5 whatever
-        # the blocks' eps (pvt.py, gvt.py, timm; mmpretrain's PCPVT: 1e-6)
         self.attn = self.attn_cls(
             embed_dims, num_heads, qkv_bias=qkv_bias, attn_drop=attn_drop_rate,
             proj_drop=drop_rate, sr_ratio=sr_ratio, rpe_cfg=rpe_cfg)

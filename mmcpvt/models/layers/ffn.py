@@ -5,11 +5,9 @@ from mmcv.cnn.bricks.transformer import FFN as _MMCVFFN
 
 
 class FFN(_MMCVFFN):
-    """mmcv's FFN (same parameters and names), with the GELU applied in
-    place where autograd records nothing (``torch.no_grad``, inference,
-    frozen weights): mmcv's allocates a second B x N x 4C tensor per block,
-    the block's largest (docs/benchmarks.md gives the figure that keeps
-    this)."""
+    """mmcv's FFN, with the GELU in place where autograd records nothing
+    (no_grad, inference, frozen weights): mmcv's allocates a second B x N x
+    4C tensor per block, its largest (the figure: docs/benchmarks.md)."""
 
     def forward(self, x: torch.Tensor, identity=None) -> torch.Tensor:
         fc1, act, drop1 = self.layers[0]

@@ -110,8 +110,7 @@ class PEGs(ModuleDict):
 
     def forward(self, position: int, x: torch.Tensor,
                 hw_shape: Sequence[int]) -> Tuple[torch.Tensor, tuple]:
-        """The tokens after the PEG at ``position`` (unchanged where there is
-        none) and the (H, W) of their map, as mmcv's ``PatchMerging``."""
+        """Tokens and (H, W) after the PEG at ``position``, if any."""
         if str(position) not in self:
             return x, hw_shape
         peg = self[str(position)]

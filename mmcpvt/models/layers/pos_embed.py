@@ -6,6 +6,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from mmengine.model.weight_init import trunc_normal_
 
+from .utils import nchw_to_nlc, nlc_to_nchw
+
 
 class LearnedPositionEmbedding(nn.Module):
     """A learned position table (DeiT's, PVT's), resized for other sizes.
@@ -42,13 +44,10 @@ class LearnedPositionEmbedding(nn.Module):
             return self.pos_embed
         n = self.num_extra_tokens
         extra, table = self.pos_embed[:, :n], self.pos_embed[:, n:]
-        # (1, h*w, C) -> (1, C, h, w)
-        table = table.reshape(1, *self.grid_size, -1).permute(0, 3, 1, 2)
         table = F.interpolate(  # bicubic needs float32
-            table.float(), size=tuple(hw_shape), mode=self.interpolation,
-            align_corners=False).to(extra.dtype)
-        # (1, C, H, W) -> (1, H*W, C)
-        return torch.cat((extra, table.flatten(2).transpose(1, 2)), dim=1)
+            nlc_to_nchw(table, self.grid_size).float(), size=tuple(hw_shape),
+            mode=self.interpolation, align_corners=False).to(extra.dtype)
+        return torch.cat((extra, nchw_to_nlc(table)), dim=1)
 
     def forward(self, x: torch.Tensor, hw_shape: Sequence[int]):
         return x + self.resized(hw_shape)

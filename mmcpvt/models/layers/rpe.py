@@ -11,12 +11,10 @@ from mmengine.model.weight_init import trunc_normal_
 
 
 def relative_position_index(hw_shape: Sequence[int], num_extra_tokens: int,
-                            clip_distance: int,
-                            device=None) -> torch.Tensor:
+                            clip_distance: int, device=None) -> torch.Tensor:
     """(N, N) table rows of the (query, key) pairs of ``num_extra_tokens``
     tokens and an H x W map: ``(dy + K) * (2K + 1) + dx + K`` for the key -
-    query offset clipped to [-K, K]; row ``(2K + 1)**2`` for a pair with an
-    extra token."""
+    query offset clipped to [-K, K]; ``(2K + 1)**2`` with an extra token."""
     H, W = hw_shape
     K = clip_distance
     ys = torch.arange(H, device=device).repeat_interleave(W)  # (H*W, )
@@ -30,9 +28,8 @@ def relative_position_index(hw_shape: Sequence[int], num_extra_tokens: int,
 
 class RelativePositionEncoding2d(nn.Module):
     """Adds ``q_i . a_ij / sqrt(head_dims)`` to the logit of query ``i`` and
-    key ``j``: ``a_ij`` a learned row chosen by their clipped offset (each
-    axis to [-K, K]), or the extra row for a pair with a class token. One
-    table per block, shared by its heads, no value term (as Shaw et al.).
+    key ``j``, ``a_ij`` the learned row of their clipped offset; shared by
+    the heads of a block, no value term (as Shaw et al.).
 
     Args:
         head_dims (int): Dimension of each head.

@@ -15,25 +15,20 @@ from tests.utils import load_script
 probe = load_script('tools/analysis_tools/position_probe.py')
 
 
-def test_recovers_position_from_a_learned_table():
-    model = build(peg_positions=(), pos_embed='learned', img_size=32)
-    with torch.no_grad():
-        # a large random table: position outweighs the noise images' content
-        model.pos_embed.pos_embed.normal_(0, 3.)
-    feats = block_features(model, images(16, size=32), blocks=[-1, 0])
+@pytest.mark.parametrize('pos_embed, blocks', [('learned', [-1, 0]),
+                                               ('none', [-1, 2])])
+def test_finds_position_where_it_is_encoded(pos_embed, blocks):
+    model = build(peg_positions=(), pos_embed=pos_embed, img_size=32)
+    if pos_embed == 'learned':
+        with torch.no_grad():  # position outweighs the noise images' content
+            model.pos_embed.pos_embed.normal_(0, 3.)
+    feats = block_features(model, images(16, size=32), blocks=blocks)
     for maps in feats.values():  # 4x4 tokens of 32 channels
-        scores = position_probe(maps)
-        assert scores['all']['r2'] > 0.9, scores['all']
-        assert scores['all']['mae'] < 0.3
-
-
-def test_finds_no_position_without_position_encoding():
-    model = build(peg_positions=(), pos_embed='none', img_size=32)
-    feats = block_features(model, images(16, size=32), blocks=[-1, 2])
-    for maps in feats.values():
-        scores = position_probe(maps)
-        assert scores['all']['r2'] < 0.2, scores['all']
-        assert scores['all']['mae'] > 0.7  # about the mean guess (1.0)
+        s = position_probe(maps)['all']
+        if pos_embed == 'learned':
+            assert s['r2'] > 0.9 and s['mae'] < 0.3, s
+        else:  # about the mean guess (1.0)
+            assert s['r2'] < 0.2 and s['mae'] > 0.7, s
 
 
 def test_exact_on_linear_features_and_regions():

@@ -61,33 +61,29 @@ def _rpe(head_dims, K=8):
 
 # Published DeiT counts (with the 1000-class head); the others follow the
 # paper's arithmetic (Sec. "Complexity of PEG"): remove the table, add PEGs.
-DEIT_TI, DEIT_S, DEIT_B = 5_717_416, 22_050_664, 86_567_656
-CPVT_TI = DEIT_TI - _table(192) + _peg(192)  # 5,681,512
-CPVT_S = DEIT_S - _table(384) + _peg(384)  # 21,978,856
-CPVT_B = DEIT_B - _table(768) + _peg(768)  # 86,424,040
+# Every config has its count here: add one for a new config.
+PARAMS = {}
+for size, deit, C in (('tiny', 5_717_416, 192), ('small', 22_050_664, 384),
+                      ('base', 86_567_656, 768)):
+    cpvt = deit - _table(C) + _peg(C)  # CPVT-Ti: 5,681,512
+    PARAMS.update({
+        f'cpvt/deit-{size}_4xb256_in1k.py': deit,
+        f'cpvt/cpvt-{size}_4xb256_in1k.py': cpvt,
+        # double dagger: PEGs after encoders 0-4, i.e. four more than CPVT
+        f'cpvt/cpvt-{size}-p0-4_4xb256_in1k.py': cpvt + 4 * _peg(C),
+        # GAP: no class token
+        f'cpvt/cpvt-{size}-gap-p0-4_4xb256_in1k.py': cpvt + 4 * _peg(C) - C,
+    })
+DEIT_TI, CPVT_TI = (PARAMS[f'cpvt/{m}-tiny_4xb256_in1k.py']
+                    for m in ('deit', 'cpvt'))
 NOPE_TI = DEIT_TI - _table(192)  # neither table nor PEG
 DENSE_3X3 = 192 * 192 * 9
-# Every config has its count here: add one for a new config.
-PARAMS = {
-    'cpvt/deit-tiny_4xb256_in1k.py': DEIT_TI,
-    'cpvt/deit-small_4xb256_in1k.py': DEIT_S,
-    'cpvt/deit-base_4xb256_in1k.py': DEIT_B,
-    'cpvt/cpvt-tiny_4xb256_in1k.py': CPVT_TI,
-    'cpvt/cpvt-small_4xb256_in1k.py': CPVT_S,
-    'cpvt/cpvt-base_4xb256_in1k.py': CPVT_B,
-    # double dagger: PEGs after encoders 0-4, i.e. four more than CPVT
-    'cpvt/cpvt-tiny-p0-4_4xb256_in1k.py': CPVT_TI + 4 * _peg(192),
-    'cpvt/cpvt-small-p0-4_4xb256_in1k.py': CPVT_S + 4 * _peg(384),
-    'cpvt/cpvt-base-p0-4_4xb256_in1k.py': CPVT_B + 4 * _peg(768),
-    # GAP: no class token
-    'cpvt/cpvt-tiny-gap-p0-4_4xb256_in1k.py': CPVT_TI + 4 * _peg(192) - 192,
-    'cpvt/cpvt-small-gap-p0-4_4xb256_in1k.py': CPVT_S + 4 * _peg(384) - 384,
-    'cpvt/cpvt-base-gap-p0-4_4xb256_in1k.py': CPVT_B + 4 * _peg(768) - 768,
-    # the PEG moves: same count
-    'ablations/cpvt-tiny-p-1_4xb256_in1k.py': CPVT_TI,
-    'ablations/cpvt-tiny-p3_4xb256_in1k.py': CPVT_TI,
-    'ablations/cpvt-tiny-p6_4xb256_in1k.py': CPVT_TI,
-    'ablations/cpvt-tiny-p10_4xb256_in1k.py': CPVT_TI,
+# the PEG moves, or is fixed, circular or unpadded: same count
+PARAMS.update({f'ablations/cpvt-tiny-{name}_4xb256_in1k.py': CPVT_TI
+               for name in ('p-1', 'p3', 'p6', 'p10', 'fixed',
+                            'fixed-learned-init', 'no-zero-pad', 'no-pad',
+                            'qk-only')})
+PARAMS.update({
     'ablations/cpvt-tiny-p0-10_4xb256_in1k.py': CPVT_TI + 10 * _peg(192),
     # other forms of PEG
     'ablations/cpvt-tiny-k27-p-1_4xb256_in1k.py': NOPE_TI + _peg(192, 27),
@@ -100,12 +96,6 @@ PARAMS = {
     NOPE_TI + 4 * (DENSE_3X3 + 2 * 192),
     'ablations/cpvt-tiny-k1-dense-p0-11_4xb256_in1k.py':
     NOPE_TI + 12 * (192 * 192 + 192),  # the paper's 6.13M
-    # fixed, circular or unpadded PEGs: same count
-    'ablations/cpvt-tiny-fixed_4xb256_in1k.py': CPVT_TI,
-    'ablations/cpvt-tiny-fixed-learned-init_4xb256_in1k.py': CPVT_TI,
-    'ablations/cpvt-tiny-no-zero-pad_4xb256_in1k.py': CPVT_TI,
-    'ablations/cpvt-tiny-no-pad_4xb256_in1k.py': CPVT_TI,
-    'ablations/cpvt-tiny-qk-only_4xb256_in1k.py': CPVT_TI,
     # other position encodings
     'ablations/cpvt-tiny-learned-pe_4xb256_in1k.py': CPVT_TI + _table(192),
     'ablations/deit-tiny-sincos2d_4xb256_in1k.py': NOPE_TI,  # not learned
@@ -119,7 +109,7 @@ PARAMS = {
     DEIT_TI + 5 * _table(192),
     # no class token, so no class slot in the table either
     'ablations/deit-tiny-gap_4xb256_in1k.py': DEIT_TI - 192 - 192,
-}
+})
 
 # PVT v1 (+ PEG + GAP), 1000-class head. PVT-S/M+PEG+GAP are Twins-PCPVT-S/B,
 # whose training logs (Meituan-AutoML/Twins, logs/pcpvt_{s,b}.txt) report
@@ -257,21 +247,14 @@ def test_training_loss_through_preprocessor_and_batch_augments(model):
     assert math.isfinite(losses['loss'].item())
 
 
-def _weight_decay(optim_wrapper, model) -> dict:
-    """Parameter name -> the weight decay of its optimizer group."""
-    decay = {}
-    names = {id(p): n for n, p in model.named_parameters()}
-    for group in optim_wrapper.optimizer.param_groups:
-        for p in group['params']:
-            decay[names[id(p)]] = group['weight_decay']
-    return decay
-
-
 def test_optimizer_and_no_decay_groups(cfg, model):
     optim_wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
     expected = 'Lamb' if _name(cfg).startswith('cpvt/cpvt-base') else 'AdamW'
     assert type(optim_wrapper.optimizer).__name__ == expected
-    decay = _weight_decay(optim_wrapper, model)
+    names = {id(p): n for n, p in model.named_parameters()}
+    decay = {names[id(p)]: group['weight_decay']
+             for group in optim_wrapper.optimizer.param_groups
+             for p in group['params']}
     # a frozen PEG is left out: never updated
     assert set(decay) == {n for n, p in model.named_parameters()
                           if p.requires_grad}

@@ -1,7 +1,9 @@
 """Every file under configs/, ``_base_`` files included, resolves with its
 ``mmdet::``-style bases found in the installed packages. A leaf config names
 its default scope, imports mmcpvt and names mmcpvt's hooks, so that mmdet's
-and mmseg's own train.py run with them too.
+and mmseg's own train.py run with them too; its data is checked
+(mmcpvt/datasets): ``CheckSegMap`` after every ``LoadAnnotations`` of a
+segmentation config, ``CheckedCocoDataset`` in a detection config.
 """
 import glob
 import os.path as osp
@@ -18,6 +20,9 @@ IDS = [osp.relpath(p, CONFIG_DIR) for p in FILES]
 def test_configs_found():
     assert osp.join(CONFIG_DIR, 'retinanet_pvt_tiny_peg_1x_coco.py') in FILES
     assert any(i.startswith('_base_/') for i in IDS)
+    leaves = [i for i in IDS if not i.startswith('_base_/')]
+    assert sum('ade20k' in i for i in leaves) >= 6
+    assert sum('coco' in i for i in leaves) >= 14  # pvt, swin, entry, demo
 
 
 @pytest.mark.parametrize('path', FILES, ids=IDS)
@@ -37,3 +42,13 @@ def test_config_resolves(path):
                        ('work_dir_lock', 'WorkDirLockHook'),
                        ('cuda_ops', 'CudaOpsHook')):
         assert hooks[name].type == f'mmcpvt.{hook}', (name, hooks[name])
+    loaders = [cfg[f'{s}_dataloader'] for s in ('train', 'val', 'test')]
+    if cfg.default_scope == 'mmseg':  # each pipeline, TTA's included
+        pipelines = [loader.dataset.pipeline for loader in loaders] + [
+            [t for group in cfg.tta_pipeline[1].transforms for t in group]]
+        for types in ([t['type'] for t in p] for p in pipelines):
+            after = types[types.index('LoadAnnotations') + 1]
+            assert after == 'mmcpvt.CheckSegMap', types
+    elif cfg.default_scope == 'mmdet':
+        assert {loader.dataset.type for loader in loaders} == {
+            'mmcpvt.CheckedCocoDataset'}

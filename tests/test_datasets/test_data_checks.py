@@ -1,11 +1,11 @@
 """Bad data stops with an error that names the file, or is counted in a
-warning, instead of training silently (mmcpvt/datasets): ``CheckSegMap``
-after every ``LoadAnnotations`` of our ADE20K configs, ``CheckedCocoDataset``
-in our COCO configs. Generated data sets, broken one way per test, are built
-from the real configs as the runner builds them.
+warning, instead of training silently: ``CheckSegMap`` and
+``CheckedCocoDataset`` (mmcpvt/datasets; tests/test_configs/
+test_config_files.py checks that our configs use them). Generated data sets,
+broken one way per test, are built from the real configs as the runner
+builds them.
 """
 import copy
-import glob
 import json
 import logging
 import os.path as osp
@@ -26,27 +26,14 @@ DET_CONFIG = 'configs/retinanet_pvt_tiny_peg_1x_coco.py'
 K = 3
 
 
-@pytest.fixture(scope='module')
-def dense_configs():
-    """Every detection and segmentation config of ours (named ``*coco*`` or
-    ``*ade20k*``), loaded, by default scope."""
-    cfgs = {'mmdet': {}, 'mmseg': {}}
-    for path in sorted(glob.glob(osp.join(ROOT, 'configs', '**', '*.py'),
-                                 recursive=True)):
-        name = osp.basename(path)
-        if '_base_' not in path and ('coco' in name or 'ade20k' in name):
-            cfg = load_config(path, import_custom_modules=False)
-            cfgs[cfg.default_scope][osp.relpath(path, ROOT)] = cfg
-    return cfgs
-
-
-def _build(cfg, loader, scope, **changes):
-    """The data set of ``cfg[loader]``, built in ``scope`` as the runner
-    builds it, with ``changes`` to its config."""
+def _build(config, loader, **changes):
+    """The data set of ``loader`` of ``config``, built in its scope as the
+    runner builds it, with ``changes`` to its config."""
     from mmengine.registry import DATASETS
+    cfg = load_config(osp.join(ROOT, config), import_custom_modules=False)
     dataset = copy.deepcopy(cfg[loader].dataset)
     dataset.update(changes)
-    with DefaultScope.overwrite_default_scope(scope):
+    with DefaultScope.overwrite_default_scope(cfg.default_scope):
         return DATASETS.build(dataset)
 
 
@@ -70,32 +57,13 @@ def ade_root(tmp_path):
     return info['data_root']
 
 
-def test_every_seg_config_checks_label_maps_after_loading(dense_configs):
-    """Each pipeline of each segmentation config (train, val, test, TTA)
-    has CheckSegMap right after LoadAnnotations."""
-    cfgs = dense_configs['mmseg']
-    assert len(cfgs) >= 6
-    for name, cfg in cfgs.items():
-        pipelines = [cfg[loader].dataset.pipeline for loader in
-                     ('train_dataloader', 'val_dataloader', 'test_dataloader')]
-        pipelines.append(
-            [t for group in cfg.tta_pipeline[1].transforms for t in group])
-        for pipeline in pipelines:
-            types = [t['type'] for t in pipeline]
-            assert 'LoadAnnotations' in types, name
-            after = types[types.index('LoadAnnotations') + 1]
-            assert after == 'mmcpvt.CheckSegMap', (name, types)
-
-
 @pytest.mark.parametrize('loader', ['train_dataloader', 'val_dataloader'])
-def test_seg_map_of_another_size_is_an_error(dense_configs, ade_root,
-                                             loader):
+def test_seg_map_of_another_size_is_an_error(ade_root, loader):
     """A label map 5 px wider than its image: an error naming both files and
     both sizes, from the training pipeline (labels loaded before any
     resize) and the test one (loaded after Resize)."""
-    cfg = dense_configs['mmseg'][SEG_CONFIG]
     split = 'training' if loader == 'train_dataloader' else 'validation'
-    ds = _build(cfg, loader, 'mmseg', data_root=ade_root)
+    ds = _build(SEG_CONFIG, loader, data_root=ade_root)
     ds[0]  # a good pair goes through
     info = ds.get_data_info(1)
     with Image.open(info['seg_map_path']) as seg:
@@ -109,14 +77,12 @@ def test_seg_map_of_another_size_is_an_error(dense_configs, ade_root,
     assert f'annotations/{split}/' in msg and f'images/{split}/' in msg
 
 
-def test_seg_map_of_16_bits_with_values_over_255_is_an_error(
-        dense_configs, ade_root):
+def test_seg_map_of_16_bits_with_values_over_255_is_an_error(ade_root):
     """A 16-bit label map holding 300: LoadAnnotations casts it to uint8
     (300 -> 44, a valid class of a 150-class model), so the stored file is
     checked, with an error naming it, the value and what is allowed. A
     16-bit map whose values fit in 0-255 loads as its 8-bit twin."""
-    cfg = dense_configs['mmseg'][SEG_CONFIG]
-    ds = _build(cfg, 'train_dataloader', 'mmseg', data_root=ade_root)
+    ds = _build(SEG_CONFIG, 'train_dataloader', data_root=ade_root)
     path = ds.get_data_info(0)['seg_map_path']
     labels = np.asarray(Image.open(path)).astype(np.uint16)
     Image.fromarray(labels).save(path)  # 16 bits, same values
@@ -196,27 +162,16 @@ def coco_file(coco_root, tmp_path):
 
 
 @pytest.fixture
-def build_coco(dense_configs, coco_root):
+def build_coco(coco_root):
     """Build the training data set of the entry config on ``ann_file``."""
 
     def build(ann_file, **changes):
         changes = dict(dict(data_root=coco_root, ann_file=ann_file,
                             metainfo=dict(classes=coco_classes(K))),
                        **changes)
-        return _build(dense_configs['mmdet'][DET_CONFIG], 'train_dataloader',
-                      'mmdet', **changes)
+        return _build(DET_CONFIG, 'train_dataloader', **changes)
 
     return build
-
-
-def test_every_det_config_uses_the_checked_coco_dataset(dense_configs):
-    cfgs = dense_configs['mmdet']
-    assert len(cfgs) >= 14  # pvt_peg, swin_peg, entry point, demo
-    for name, cfg in cfgs.items():
-        for loader in ('train_dataloader', 'val_dataloader',
-                       'test_dataloader'):
-            assert cfg[loader].dataset.type == 'mmcpvt.CheckedCocoDataset', \
-                (name, loader)
 
 
 def test_checked_coco_gives_mmdets_data_list(coco_root, coco_file,

@@ -16,10 +16,9 @@ def nested(accuracies, num_images=400):
 
 
 def test_seeds_that_disagree_widen_the_interval():
-    """Two models whose 5 runs spread over 40 points and whose means differ
-    by 10: the bootstrap over the images alone (the runs averaged first, one
-    "run") excludes 0; the two-level one, which draws the runs as well,
-    includes it. Both keep the value of all runs and images."""
+    """Runs spread over 40 points, means 10 apart: the bootstrap over the
+    images alone (runs averaged first) excludes 0; the two-level one, which
+    draws the runs as well, includes it."""
     a, b = nested([60, 70, 80, 90, 100]), nested([50, 60, 70, 80, 90])
     images = {'1x': 'test'}
 
@@ -32,18 +31,15 @@ def test_seeds_that_disagree_widen_the_interval():
 
     one_level = difference([np.mean(a, 0)], [np.mean(b, 0)])
     two_level = difference(a, b)
-    print(f'one level (images only): {one_level}\n'
-          f'two levels (runs, then images): {two_level}')
     assert one_level[0] == two_level[0] == pytest.approx(10)
     assert one_level[1] > 0  # excludes 0: the images agree
     assert two_level[1] < 0 < two_level[2]  # includes 0: the runs do not
 
 
 def test_images_paired_runs_kept_together():
-    """A model against itself on the same images gives zero differences in
-    every resample (paired draws); a run keeps its figures together across
-    tests (the kept ratio of a model whose runs each keep 100 % is 100 in
-    every resample); the runs of another model are drawn independently."""
+    """The same runs on the same images give equal figures in every
+    resample (paired draws, a run kept together across tests); another
+    model's runs are drawn independently."""
     rng = np.random.default_rng(0)
     runs = [rng.random(300) < p for p in (0.5, 0.7, 0.9)]
     scores = [Accuracy(c) for c in runs]

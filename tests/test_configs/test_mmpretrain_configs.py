@@ -234,10 +234,7 @@ def test_parameter_count_and_forward_any_size(cfg, model):
 def test_training_loss_through_preprocessor_and_batch_augments(model):
     model.train()
     data = dict(
-        inputs=[
-            torch.randint(0, 256, (3, 48, 48), dtype=torch.uint8)
-            for _ in range(2)
-        ],
+        inputs=list(torch.randint(0, 256, (2, 3, 48, 48), dtype=torch.uint8)),
         data_samples=[DataSample().set_gt_label(i) for i in (3, 7)])
     data = model.data_preprocessor(data, training=True)
     # Mixup / CutMix turned the labels into soft one-hot scores

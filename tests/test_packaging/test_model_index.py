@@ -139,8 +139,9 @@ def test_mmpretrain_names_keep_mmpretrain_models():
     assert 'deit-base_4xb256_in1k' not in list_models()
 
 
-def test_get_model_builds_the_architecture_without_weights():
-    from mmpretrain import get_model
+def test_get_model_and_inference_model_by_name_without_weights():
+    """mmpretrain picks the inferencer from the task in ``Results``."""
+    from mmpretrain import get_model, inference_model
     from mmpretrain.apis.model import ModelHub
     name = 'cpvt-tiny_4xb256_in1k'
     meta = ModelHub.get(name)
@@ -152,13 +153,8 @@ def test_get_model_builds_the_architecture_without_weights():
     assert type(model.backbone).__name__ == 'CPVT'
     n = sum(p.numel() for p in model.parameters())
     assert n == _metafile_models()[name]['Metadata']['Parameters']
-
-
-def test_inference_model_by_name():
-    """mmpretrain picks the inferencer from the task in ``Results``."""
-    from mmpretrain import inference_model
     img = np.random.RandomState(0).randint(0, 256, (40, 56, 3), np.uint8)
-    result = inference_model('cpvt-tiny_4xb256_in1k', img)
+    result = inference_model(name, img)
     assert result['pred_scores'].shape == (1000, )
     assert 0 <= result['pred_label'] < 1000
 

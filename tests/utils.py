@@ -1,6 +1,8 @@
 """Helpers shared by the tests: the repository root, parameter counts, a
 small configuration of every backbone, and running the tools as a user
 does."""
+import contextlib
+import functools
 import glob
 import http.server
 import importlib.util
@@ -8,6 +10,7 @@ import os
 import os.path as osp
 import subprocess
 import sys
+import threading
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
@@ -28,6 +31,19 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+@contextlib.contextmanager
+def serve(folder):
+    """An http server of ``folder`` on 127.0.0.1 while in the block; its
+    base URL."""
+    server = http.server.ThreadingHTTPServer(
+        ('127.0.0.1', 0), functools.partial(QuietHandler, directory=folder))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f'http://127.0.0.1:{server.server_address[1]}'
+    finally:
+        server.shutdown()
 
 
 def run_tool(*args, timeout=300):
@@ -58,6 +74,11 @@ def load_script(path):
     finally:
         sys.path.remove(osp.dirname(path))
     return module
+
+
+def convert_tool(family, argv):
+    """tools/model_converters/<family>2mmcpvt.py with ``argv``."""
+    load_script(f'tools/model_converters/{family}2mmcpvt.py').main(argv)
 
 
 _CFG_LOOKUPS = {}

@@ -121,7 +121,8 @@ def test_lock_of_an_ended_process_is_taken_over(runner, tmp_path, left):
                            text=True, check=True).stdout.strip()
     lock = tmp_path / WorkDirLockHook.NAME
     lock.write_bytes({'ended process': f'{socket.gethostname()} {ended}'
-                      .encode(), 'empty': b'', 'unreadable': b'\xff\xfe'}[left])
+                      .encode(), 'empty': b'',
+                      'unreadable': b'\xff\xfe'}[left])
     hook = WorkDirLockHook()
     hook.before_train(runner)  # a warning, no error
     assert lock.read_text().split()[1] == str(os.getpid())

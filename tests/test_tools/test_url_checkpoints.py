@@ -3,18 +3,16 @@
 mmengine loads ``http(s)://`` checkpoints through
 ``torch.hub.load_state_dict_from_url``, which turns ``weights_only`` off.
 A pickle whose ``__reduce__`` calls ``os.system`` is served over http on
-127.0.0.1 and given to every entry point: a backbone's ``init_cfg``,
-``tools/train.py`` (``load_from``, ``--resume``), ``tools/test.py``,
-mmpretrain's own ``tools/train.py`` on one of our configs (our
-``WeightsOnlyLoadHook`` is named by the config), the ONNX export and an
-analysis tool. Each must fail and leave the payload unrun. Every process
-downloads into its own ``TORCH_HOME``: nothing is cached between paths.
+127.0.0.1 and given to every entry point: ``tools/train.py``
+(``load_from``, ``--resume``), ``tools/test.py``, mmpretrain's own
+``tools/train.py`` on one of our configs (our ``WeightsOnlyLoadHook`` is
+named by the config), the ONNX export and an analysis tool (a backbone's
+``init_cfg``: test_checkpoint_safety.py). Each must fail and leave the
+payload unrun. Every process downloads into its own ``TORCH_HOME``: nothing
+is cached between paths.
 """
-import functools
-import http.server
 import os
 import os.path as osp
-import threading
 
 import pytest
 import torch
@@ -22,7 +20,7 @@ import torch
 from mmcpvt.datasets.synthetic.imagenet import make_imagenet
 from tests.test_tools.test_train_e2e import (BASE_CONFIG, NUM_CLASSES, SIZE,
                                              TEST_CONFIG)
-from tests.utils import QuietHandler, RunsCode, explain, run_tool
+from tests.utils import RunsCode, explain, run_tool, serve
 
 
 @pytest.fixture(scope='module')
@@ -35,9 +33,6 @@ def served(tmp_path_factory):
                root / 'evil.pth')
     # the control's own copy, with its own marker
     torch.save({'x': RunsCode(root / 'control_ran')}, root / 'control.pth')
-    server = http.server.ThreadingHTTPServer(
-        ('127.0.0.1', 0), functools.partial(QuietHandler, directory=root))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     data_root = str(root / 'imagenet')
     make_imagenet(data_root, num_classes=NUM_CLASSES, train_per_class=2,
                   val_per_class=1, size=SIZE, seed=0)
@@ -45,9 +40,8 @@ def served(tmp_path_factory):
     config.write_text(TEST_CONFIG.format(
         base=BASE_CONFIG, data_root=data_root, size=SIZE,
         resize=SIZE * 8 // 7, k=NUM_CLASSES))
-    url = f'http://127.0.0.1:{server.server_address[1]}/evil.pth'
-    yield url, marker, str(config)
-    server.shutdown()
+    with serve(root) as base:
+        yield f'{base}/evil.pth', marker, str(config)
 
 
 def _run(tmp_path, *args):
@@ -94,23 +88,6 @@ def test_url_checkpoint_never_runs_its_pickle(served, tmp_path, entry):
             f'holds objects') in proc.stderr, explain(proc)
     if entry != 'mmpretrain train.py':  # theirs ends in our error's traceback
         assert 'Traceback' not in proc.stderr, explain(proc)
-
-
-def test_backbone_init_cfg_by_url(served, tmp_path, monkeypatch):
-    """In-process: ``init_cfg=dict(type='Pretrained', checkpoint=URL)``, even
-    with torch's default switched off by its environment variable."""
-    from mmcpvt.registry import MODELS
-    url, marker, _ = served
-    monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch_home'))
-    monkeypatch.setenv('TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD', '1')
-    model = MODELS.build(dict(
-        type='CPVT', arch=dict(embed_dims=32, num_layers=2, num_heads=2,
-                               feedforward_channels=64),
-        init_cfg=dict(type='Pretrained', checkpoint=url)))
-    with pytest.raises(Exception):
-        model.init_weights()
-    assert not marker.exists()
-    assert os.environ['TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD'] == '1'
 
 
 def test_control_mmengine_alone_runs_the_pickle(served, tmp_path,

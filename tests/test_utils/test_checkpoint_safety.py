@@ -9,7 +9,6 @@ the converters and ``publish_model.py``. Checkpoints served by URL:
 tests/test_tools/test_url_checkpoints.py.
 """
 import functools
-import http.server
 import io
 import os
 import os.path as osp
@@ -17,7 +16,6 @@ import re
 import resource
 import signal
 import subprocess
-import threading
 
 import numpy as np
 import pytest
@@ -35,13 +33,9 @@ from mmcpvt.utils.checkpoint import (AtomicLocalBackend,
                                      CheckpointDownloadError,
                                      CheckpointMismatchError,
                                      UnsafeCheckpointError, check_checkpoint)
-from tests.utils import (ROOT, QuietHandler, RunsCode, explain, load_script,
-                         run_tool)
+from tests.utils import (ROOT, RunsCode, convert_tool, explain, free_port,
+                         load_script, run_tool, serve)
 
-
-def convert_tool(family, argv):
-    """tools/model_converters/<family>2mmcpvt.py with ``argv``."""
-    load_script(f'tools/model_converters/{family}2mmcpvt.py').main(argv)
 
 TINY = dict(type='CPVT', arch=dict(embed_dims=32, num_layers=2, num_heads=2,
                                    feedforward_channels=64))
@@ -420,39 +414,6 @@ def test_a_checkpoint_that_holds_no_state_dict_is_named(runner, tmp_path,
         assert 'Expected a dict of tensors' in msg
 
 
-@pytest.mark.parametrize('kind', ['evil', 'half zip'])
-def test_init_cfg_by_url_names_what_is_wrong_with_the_download(
-        tmp_path, monkeypatch, kind):
-    """By URL, mmengine's loader has torch.hub download the file; a refusal
-    names the backbone, the URL, the downloaded copy and what is wrong in
-    it (as for a local file), not torch's "Weights only load failed"."""
-    served, marker = tmp_path / 'served', tmp_path / 'ran'
-    served.mkdir()
-    if kind == 'evil':
-        torch.save({'state_dict': {'w': torch.ones(1)},
-                    'x': RunsCode(marker)}, served / 'model.pth')
-    else:
-        _write_truncated(served / 'model.pth', legacy=False)
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler,
-                                directory=served)
-    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch_home'))
-    url = f'http://127.0.0.1:{server.server_address[1]}/model.pth'
-    model = _build(init_cfg=dict(type='Pretrained', checkpoint=url))
-    try:
-        with pytest.raises(UnsafeCheckpointError if kind == 'evil' else
-                           BrokenCheckpointError) as e:
-            model.init_weights()
-    finally:
-        server.shutdown()
-    copy = tmp_path / 'torch_home' / 'hub' / 'checkpoints' / 'model.pth'
-    assert str(e.value).startswith(
-        f"CPVT: init_cfg Pretrained {url}, downloaded to {copy}: ")
-    assert (UNSAFE if kind == 'evil' else BROKEN) in str(e.value)
-    assert not marker.exists()
-
-
 @pytest.fixture
 def file_server(tmp_path, monkeypatch):
     """(base URL, served folder) of an http server on 127.0.0.1; torch.hub's
@@ -460,19 +421,38 @@ def file_server(tmp_path, monkeypatch):
     served = tmp_path / 'served'
     served.mkdir()
     torch.save({'state_dict': {'w': torch.ones(1)}}, served / 'good.pth')
-    handler = functools.partial(QuietHandler, directory=served)
-    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch_home'))
-    yield f'http://127.0.0.1:{server.server_address[1]}', served
-    server.shutdown()
+    with serve(served) as base:
+        yield base, served
 
 
-def _free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
+@pytest.mark.parametrize('kind', ['evil', 'half zip'])
+def test_init_cfg_by_url_names_what_is_wrong_with_the_download(
+        file_server, tmp_path, monkeypatch, kind):
+    """By URL, mmengine's loader has torch.hub download the file (with
+    weights_only off); a refusal names the backbone, the URL, the downloaded
+    copy and what is wrong in it (as for a local file), not torch's "Weights
+    only load failed", even with torch's default switched off by its
+    environment variable."""
+    base, served = file_server
+    marker = tmp_path / 'ran'
+    if kind == 'evil':
+        torch.save({'state_dict': {'w': torch.ones(1)},
+                    'x': RunsCode(marker)}, served / 'model.pth')
+    else:
+        _write_truncated(served / 'model.pth', legacy=False)
+    monkeypatch.setenv('TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD', '1')
+    url = f'{base}/model.pth'
+    model = _build(init_cfg=dict(type='Pretrained', checkpoint=url))
+    with pytest.raises(UnsafeCheckpointError if kind == 'evil' else
+                       BrokenCheckpointError) as e:
+        model.init_weights()
+    copy = tmp_path / 'torch_home' / 'hub' / 'checkpoints' / 'model.pth'
+    assert str(e.value).startswith(
+        f"CPVT: init_cfg Pretrained {url}, downloaded to {copy}: ")
+    assert (UNSAFE if kind == 'evil' else BROKEN) in str(e.value)
+    assert not marker.exists()
+    assert os.environ['TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD'] == '1'
 
 
 # case -> (URL from the server's base and folder, the start of the reason
@@ -482,7 +462,7 @@ URL_FAILURES = {
             'the download failed (HTTP Error 404: File not found). Check '
             'the address'),
     'connection refused': (
-        lambda base, d: f'http://127.0.0.1:{_free_port()}/model.pth',
+        lambda base, d: f'http://127.0.0.1:{free_port()}/model.pth',
         'the download failed ([Errno 111] Connection refused). Check the '
         'address'),
     'path ends in /': (lambda base, d: f'{base}/',

@@ -17,12 +17,7 @@ import torch
 import mmcpvt  # noqa: F401
 from mmcpvt.utils.convert import (convert_deit, convert_swin, convert_twins,
                                   detect_family)
-from tests.utils import ROOT, classifier, load_script
-
-
-def convert_tool(family, argv):
-    """tools/model_converters/<family>2mmcpvt.py with ``argv``."""
-    load_script(f'tools/model_converters/{family}2mmcpvt.py').main(argv)
+from tests.utils import ROOT, classifier, convert_tool
 
 
 def timm_model(name):

@@ -12,14 +12,10 @@ from mmengine.runner import load_checkpoint
 from mmengine.runner.checkpoint import save_checkpoint
 
 import mmcpvt  # noqa: F401
-from tests.utils import classifier, load_script
+from tests.utils import classifier, convert_tool
 
 # mmpretrain model name -> PVTPEG arch (PCPVT-S/B/L = PVT-S/M/L + PEG + GAP)
 
-
-def convert_tool(family, argv):
-    """tools/model_converters/<family>2mmcpvt.py with ``argv``."""
-    load_script(f'tools/model_converters/{family}2mmcpvt.py').main(argv)
 MODELS = [('twins-pcpvt-small_3rdparty_8xb128_in1k', 'small'),
           ('twins-pcpvt-base_3rdparty_8xb128_in1k', 'medium'),
           ('twins-pcpvt-large_3rdparty_16xb64_in1k', 'large')]

@@ -13,20 +13,17 @@ what protects them), by a local path torch's default refuses it. The tools
 that take a checkpoint URL and are not in tests/test_tools/
 test_url_checkpoints.py (the instruments) get the malicious URL too.
 """
-import functools
-import http.server
 import os
 import os.path as osp
 import re
 import subprocess
 import sys
-import threading
 
 import numpy as np
 import pytest
 import torch
 
-from tests.utils import ROOT, QuietHandler, RunsCode, explain, run_tool
+from tests.utils import ROOT, RunsCode, explain, run_tool, serve
 
 FORCE = 'TORCH_FORCE_WEIGHTS_ONLY_LOAD'
 REFUSED = 'Weights only load failed'  # torch's message
@@ -124,11 +121,8 @@ def served(tmp_path_factory):
     image = root / 'demo.jpg'
     Image.fromarray(np.random.RandomState(0).randint(
         0, 256, (96, 128, 3), dtype=np.uint8)).save(image)
-    server = http.server.ThreadingHTTPServer(
-        ('127.0.0.1', 0), functools.partial(QuietHandler, directory=root))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f'http://127.0.0.1:{server.server_address[1]}', root, str(image)
-    server.shutdown()
+    with serve(root) as base:
+        yield base, root, str(image)
 
 
 @pytest.mark.parametrize('name', NAMES)

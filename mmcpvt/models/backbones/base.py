@@ -24,8 +24,7 @@ def patch_embed(in_channels: int, embed_dims: int, patch_size: int,
 
 
 def arch_settings(arch: Union[str, dict], zoo: dict) -> dict:
-    """A name in ``zoo``, or a dict of exactly its keys (another key would
-    be ignored without a word)."""
+    """A name in ``zoo``, or a dict of exactly its keys (others unread)."""
     if isinstance(arch, str):
         assert arch.lower() in zoo, f'arch {arch!r} is not in {sorted(zoo)}'
         return zoo[arch.lower()]
@@ -57,8 +56,7 @@ def stage_indices(indices: Union[int, Sequence[int]], num: int) -> tuple:
 
 
 def drop_path_rates(drop_path_rate: float, num_blocks: int) -> list:
-    """Stochastic depth rising from 0 (a negative rate would turn it off
-    without a word)."""
+    """Stochastic depth rising from 0 (below 0: off without a word)."""
     assert 0 <= drop_path_rate < 1, (
         f'drop_path_rate must be in [0, 1), got {drop_path_rate}')
     return torch.linspace(0, drop_path_rate, num_blocks).tolist()

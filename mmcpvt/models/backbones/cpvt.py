@@ -160,8 +160,7 @@ class CPVT(BaseBackbone):
         return frozen
 
     def _embed(self, x: torch.Tensor):
-        """Images (B, C, H, W) -> the tokens before the first encoder (and
-        a PEG at -1) and the (H, W) of their map."""
+        """Images -> the tokens before a PEG at -1, and their (H, W)."""
         assert x.dim() == 4, f'x must be (B, C, H, W), got {tuple(x.shape)}'
         x, hw = self.patch_embed(x)  # (B, C, H, W) -> (B, H*W, C)
         if self.with_cls_token:

@@ -50,9 +50,8 @@ class QKPosBlock(TransformerBlock):
 @register_model
 class CPVTQKOnly(CPVT):
     """CPVT whose PEGs leave the token stream as it is: each PEG's ``F(x)``
-    goes to the query and key inputs of the next encoder only. Same
-    arguments and parameter names as :class:`CPVT`; a PEG after the last
-    encoder, or one that shrinks the map, is refused."""
+    goes to the query and key inputs of the next encoder only. Arguments
+    and parameter names: :class:`CPVT`'s."""
     block_cls = QKPosBlock
     pegs_may_shrink = False
 

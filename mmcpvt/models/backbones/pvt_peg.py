@@ -18,8 +18,6 @@ from ..layers import LearnedPositionEmbedding, TransformerBlock, nlc_to_nchw
 from .base import (BEFORE_FIRST_BLOCK, BaseBackbone, arch_settings,
                    drop_path_rates, patch_embed, stage_indices)
 
-OUT_TYPES = ('featmap', 'avg_featmap', 'cls_token')
-
 
 @register_model
 class PVTPEG(BaseBackbone):
@@ -76,8 +74,9 @@ class PVTPEG(BaseBackbone):
         super().__init__(len(arch['depths']), peg_cfg, frozen_stages,
                          norm_eval, with_cp, init_cfg)
         # else a GAP or no table would be taken without a word
-        assert out_type in OUT_TYPES, (
-            f'out_type must be one of {OUT_TYPES}, got {out_type!r}')
+        assert out_type in ('featmap', 'avg_featmap', 'cls_token'), (
+            f"out_type must be 'featmap', 'avg_featmap' or 'cls_token', got "
+            f'{out_type!r}')
         assert pos_embed in ('none', 'learned'), (
             f"pos_embed must be 'none' or 'learned', got {pos_embed!r}")
         assert len(peg_positions) == self.num_stages, (

@@ -15,8 +15,7 @@ from mmengine.model import BaseModule, ModuleList
 from mmengine.model.weight_init import trunc_normal_
 
 from mmcpvt.registry import register_model
-from ..layers import (TransformerBlock, nlc_to_nchw,
-                      relative_position_index)
+from ..layers import TransformerBlock, nlc_to_nchw, relative_position_index
 from .base import (BEFORE_FIRST_BLOCK, BaseBackbone, arch_settings,
                    drop_path_rates, patch_embed, stage_indices)
 

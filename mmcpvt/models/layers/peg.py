@@ -46,8 +46,7 @@ class ConditionalPositionEncoding(BaseModule):
                  padding_mode: str = 'zeros', frozen: bool = False,
                  num_extra_tokens: int = 0, init_cfg: Optional[dict] = None):
         super().__init__(init_cfg=init_cfg)
-        # an even kernel, or padding beyond (k-1)/2, grows the map: torch
-        # would then name a size mismatch
+        # else the map grows, and torch names a size mismatch further on
         assert kernel_size > 0 and kernel_size % 2 == 1, (
             f'PEG kernel_size must be a positive odd int, got {kernel_size}')
         p = kernel_size // 2 if padding is None else padding

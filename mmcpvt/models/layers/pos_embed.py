@@ -20,8 +20,7 @@ class LearnedPositionEmbedding(nn.Module):
     Args:
         embed_dims (int): Embedding dimension.
         grid_size (tuple[int]): (H, W) token grid the table is learned for.
-        num_extra_tokens (int): Leading (class) tokens, an entry each.
-            Defaults to 1.
+        num_extra_tokens (int): Leading (class) tokens. Defaults to 1.
         interpolation (str): 'bicubic' (DeiT's fine-tuning) or 'bilinear'
             (PVT's ``_get_pos_embed``). Defaults to 'bicubic'.
     """

@@ -47,12 +47,11 @@ class RelativePositionEncoding2d(nn.Module):
 
     def forward(self, q: torch.Tensor,
                 hw_shape: Sequence[int]) -> torch.Tensor:
-        """Queries (B, heads, N, head_dims), the last H*W of the map ->
-        attention bias (B, heads, N, N)."""
+        """Queries (B, heads, N, head_dims) -> bias (B, heads, N, N)."""
         B, heads, N, _ = q.shape
-        index = relative_position_index(hw_shape, N - hw_shape[0] *
-                                        hw_shape[1], self.clip_distance,
-                                        q.device)  # (N, N)
+        index = relative_position_index(  # (N, N); the map is the last H*W
+            hw_shape, N - hw_shape[0] * hw_shape[1], self.clip_distance,
+            q.device)
         # (B, heads, N, head_dims) @ (head_dims, R) -> (B, heads, N, R)
         logits = (q * self.scale) @ self.relative_key_table.T.to(q.dtype)
         return logits.gather(-1, index.expand(B, heads, N, N))

@@ -12,22 +12,21 @@ def main():
         description=ade20k.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add = parser.add_argument
-    add('--out', required=True, help='output directory; the data root of a '
+    add('--out', required=True, help='Output directory; the data root of a '
         'config is OUT/ADEChallengeData2016')
     add('--num-train', type=int, default=200,
-        help='training images, at least 1. Defaults to %(default)s.')
+        help='Training images, at least 1. Defaults to %(default)s.')
     add('--num-val', type=int, default=50,
-        help='validation images, at least 1. Defaults to %(default)s.')
-    add('--size', type=int, default=256, help='nominal image side; each '
-        'side is drawn from 0.75x to 1.25x of it. Defaults to %(default)s.')
-    add('--num-classes', type=int, default=4, help='object classes, 1 to '
+        help='Validation images, at least 1. Defaults to %(default)s.')
+    add('--size', type=int, default=256, help='Nominal image side; each '
+        'side is 0.75x to 1.25x of it. Defaults to %(default)s.')
+    add('--num-classes', type=int, default=4, help='Object classes, 1 to '
         '150 (ADE20K classes 1..K). Defaults to %(default)s.')
-    add('--seed', type=int, default=0, help='random seed. Defaults to 0.')
-    add('--overwrite', action='store_true', help='replace a data set made '
-        'by this tool before (only the files it wrote; see '
-        'docs/get_started.md)')
-    add('--no-progress', action='store_true', help='no progress bar (none '
-        'is shown either when stdout is not a terminal)')
+    add('--seed', type=int, default=0, help='Defaults to %(default)s.')
+    add('--overwrite', action='store_true', help='Replace a data set this '
+        'tool made (only the files it wrote)')
+    add('--no-progress', action='store_true', help='No progress bar (none '
+        'either when stdout is not a terminal)')
     args = parser.parse_args()
     try:
         info = ade20k.make_ade20k(

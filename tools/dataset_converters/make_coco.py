@@ -12,35 +12,29 @@ def main():
         description=coco.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add = parser.add_argument
-    add('--out', required=True, help='the data root (data_root of the '
-        'config)')
-    add('--num-train', type=int, default=200, help='training images; 0 '
-        'makes a test set (instances_train2017.json without images or '
-        'annotations, train2017/ empty). Defaults to %(default)s.')
+    add('--out', required=True, help='The data root (data_root of a config)')
+    add('--num-train', type=int, default=200,
+        help='Training images; 0 makes a test set. Defaults to %(default)s.')
     add('--num-val', type=int, default=50,
-        help='validation images, at least 1. Defaults to %(default)s.')
-    add('--size', type=int, default=320, help='nominal image side; each '
-        'side is drawn from 0.75x to 1.25x of it. Defaults to %(default)s.')
-    add('--num-classes', type=int, default=4, help='number of categories, '
-        '1 to 80: the first ones of COCO. Defaults to %(default)s.')
-    add('--seed', type=int, default=0, help='random seed. Defaults to 0.')
-    add('--overwrite', action='store_true', help='replace a data set made '
-        'by this tool before (only the files it wrote; see '
-        'docs/get_started.md)')
+        help='Validation images, at least 1. Defaults to %(default)s.')
+    add('--size', type=int, default=320, help='Nominal image side; each '
+        'side is 0.75x to 1.25x of it. Defaults to %(default)s.')
+    add('--num-classes', type=int, default=4, help='Categories, 1 to 80: '
+        'the first ones of COCO. Defaults to %(default)s.')
+    add('--seed', type=int, default=0, help='Defaults to %(default)s.')
+    add('--overwrite', action='store_true', help='Replace a data set this '
+        'tool made (only the files it wrote)')
     add('--object-scale', type=float, nargs=2, default=(0.08, 0.4),
-        metavar=('LOW', 'HIGH'), help='range of an object\'s extent as a '
+        metavar=('LOW', 'HIGH'), help='Range of an object\'s extent, a '
         'fraction of the shorter image side. Defaults to %(default)s.')
     add('--objects-per-image', type=int, nargs=2, default=(1, 5),
-        metavar=('MIN', 'MAX'), help='inclusive range of the number of '
-        'objects placed in an image (fewer where no free place is found). '
+        metavar=('MIN', 'MAX'), help='Objects placed in an image (fewer '
+        'where no free place is found). Defaults to %(default)s.')
+    add('--canvas-scale', type=float, default=1.0, help='Images this many '
+        'times larger than --size, objects of the size they have at --size. '
         'Defaults to %(default)s.')
-    add('--canvas-scale', type=float, default=1.0, help='images this many '
-        'times larger than --size says, with objects of the size in pixels '
-        'they have at --size: a test set of larger inputs with objects at '
-        'the training scale; place more objects (--objects-per-image) to '
-        'keep their density. Defaults to 1.')
-    add('--no-progress', action='store_true', help='no progress bar (none '
-        'is shown either when stdout is not a terminal)')
+    add('--no-progress', action='store_true', help='No progress bar (none '
+        'either when stdout is not a terminal)')
     args = parser.parse_args()
     try:
         info = coco.make_coco(

@@ -12,27 +12,23 @@ def main():
         description=imagenet.__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add = parser.add_argument
-    add('--out', required=True, help='the data root (data_root of the '
-        'config)')
-    add('--num-classes', type=int, default=10, help='number of classes, 1 '
-        'to 1000. Defaults to %(default)s.')
-    add('--train-per-class', type=int, default=100, help='training images '
-        'per class; 0 makes a test set (an empty meta/train.txt, no '
-        'train/). Defaults to %(default)s.')
-    add('--val-per-class', type=int, default=20, help='validation images '
+    add('--out', required=True, help='The data root (data_root of a config)')
+    add('--num-classes', type=int, default=10,
+        help='Classes, 1 to 1000. Defaults to %(default)s.')
+    add('--train-per-class', type=int, default=100, help='Training images '
+        'per class; 0 makes a test set. Defaults to %(default)s.')
+    add('--val-per-class', type=int, default=20, help='Validation images '
         'per class, at least 1. Defaults to %(default)s.')
-    add('--size', type=int, default=64, help='side of the square images in '
-        'pixels. Defaults to %(default)s.')
-    add('--seed', type=int, default=0, help='random seed. Defaults to 0.')
-    add('--overwrite', action='store_true', help='replace a data set made '
-        'by this tool before (only the files it wrote; see '
-        'docs/get_started.md)')
-    add('--canvas-scale', type=float, default=1.0, help='images of side '
-        'round(size * canvas_scale) with the object of the size in pixels '
-        'it has at --size, anywhere on them: a test set of larger inputs '
-        'with objects at the training scale. Defaults to 1.')
-    add('--no-progress', action='store_true', help='no progress bar (none '
-        'is shown either when stdout is not a terminal)')
+    add('--size', type=int, default=64,
+        help='Side of the square images. Defaults to %(default)s.')
+    add('--seed', type=int, default=0, help='Defaults to %(default)s.')
+    add('--overwrite', action='store_true', help='Replace a data set this '
+        'tool made (only the files it wrote)')
+    add('--canvas-scale', type=float, default=1.0, help='Images this many '
+        'times larger than --size, the object of the size it has at --size. '
+        'Defaults to %(default)s.')
+    add('--no-progress', action='store_true', help='No progress bar (none '
+        'either when stdout is not a terminal)')
     args = parser.parse_args()
     try:
         info = imagenet.make_imagenet(

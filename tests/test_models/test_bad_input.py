@@ -36,31 +36,28 @@ def ceil_div(a, b):
     return -(-a // b)
 
 
-def expected_shapes(name, B, size):
-    """Output shapes of the tiny models for a size x size input: every
-    embedding, merging and window pads at the bottom/right."""
+def expected_shapes(name, B, h, w):
+    """Output shapes of the tiny models for an h x w input: every
+    embedding, merging and window pads at the bottom/right, so the stage i
+    map is ceil(h / 2**(i+2)) high."""
     if name in ('CPVT', 'CPVTQKOnly'):
         return [(B, 32)]  # the class token
-    if name == 'PVTPEG':
-        return [(B, d, ceil_div(size, 4 * 2**i), ceil_div(size, 4 * 2**i))
-                for i, d in enumerate([8, 16, 24, 32])]
-    side, shapes = ceil_div(size, 4), []
-    for i in range(4):
-        shapes.append((B, 8 * 2**i, side, side))
-        side = ceil_div(side, 2)
-    return shapes
+    dims = [8, 16, 24, 32] if name == 'PVTPEG' else [8, 16, 32, 64]
+    return [(B, d, ceil_div(h, 4 * 2**i), ceil_div(w, 4 * 2**i))
+            for i, d in enumerate(dims)]
 
 
-@pytest.mark.parametrize('size', [1, 8, 16, 24, 31])
+@pytest.mark.parametrize('h, w', [(1, 1), (8, 8), (16, 16), (24, 24),
+                                  (31, 31), (31, 33), (97, 1001), (333, 517)])
 @pytest.mark.parametrize('name', TINY)
-def test_inputs_smaller_than_the_stride_work(name, size):
+def test_any_input_size_gives_ceil_stride_maps(name, h, w):
     """PVTPEG failed inside its spatial-reduction convolution under 32 px
     (`get_flops.py --shape 16`); every backbone now takes any size down to
     1x1, with the maps that the bottom/right padding gives."""
     model = build(name).eval()
     with torch.no_grad():
-        outs = model(torch.randn(1, 3, size, size))
-    assert [tuple(o.shape) for o in outs] == expected_shapes(name, 1, size)
+        outs = model(torch.randn(1, 3, h, w))
+    assert [tuple(o.shape) for o in outs] == expected_shapes(name, 1, h, w)
     assert all(torch.isfinite(o).all() for o in outs)
 
 
@@ -78,7 +75,7 @@ def test_a_peg_that_needs_a_larger_map_is_refused_by_torch(name):
     with torch.no_grad():
         outs = model(torch.randn(1, 3, smallest, smallest))
     assert [tuple(o.shape)
-            for o in outs] == expected_shapes(name, 1, smallest)
+            for o in outs] == expected_shapes(name, 1, smallest, smallest)
 
 
 @pytest.mark.parametrize('mode', ['eval', 'train'])
@@ -115,10 +112,28 @@ REFUSED = [
      r'peg_positions\[1\] must be distinct ints from -1 to 1, got \(1, 1\)'),
     ('SwinPEG', dict(peg_positions=(0, 0, 0)),
      r'peg_positions needs an entry per stage, got \(0, 0, 0\)'),
+    ('PVTPEG', dict(peg_positions=(0, 0)), 'an entry per stage'),
+    ('SwinPEG', dict(peg_positions=(0, 0, 0, 2)),
+     r'peg_positions\[3\] must be distinct ints from -1 to 1, got \(2,\)'),
+    # a PEG after the last encoder of CPVTQKOnly would feed nothing
+    ('CPVTQKOnly', dict(peg_positions=(2, )), r'peg_positions must not '
+     r'hold 2: a PEG after the last encoder has no next encoder to feed'),
     ('CPVT', dict(pos_embed='learned', pos_embed_positions=(-1, True)),
      r'pos_embed_positions must be distinct ints .* got \(-1, True\)'),
     ('CPVT', dict(pos_embed='learned', pos_embed_positions=(-1, 1, 1)),
      r'pos_embed_positions must be .* got \(-1, 1, 1\)'),
+    # no table would be added
+    ('CPVT', dict(pos_embed_positions=(0, )),
+     r'pos_embed_positions=\(0,\) needs a pos_embed'),
+    ('CPVT', dict(pos_embed='learned', pos_embed_positions=()),
+     r"pos_embed='learned' needs pos_embed_positions"),
+    # the first patch token, or a token of a reduced map, taken for a class
+    # token
+    ('CPVT', dict(out_type='cls_token', with_cls_token=False),
+     r"out_type='cls_token' needs with_cls_token=True \(or None\)"),
+    ('PVTPEG', dict(out_type='cls_token',
+                    arch=dict(PVT_T['arch'], sr_ratios=[8, 4, 2, 2])),
+     r"out_type='cls_token' needs arch sr_ratios 1 in the last stage"),
     # out indices: each once ((1, 1) gave one map, not two), in range
     ('PVTPEG', dict(out_indices=(1, 1)),
      r'out_indices must be distinct ints from -4 to 3, got \(1, 1\)'),
@@ -146,6 +161,12 @@ REFUSED = [
     ('SwinPEG', dict(peg_cfg=dict(stride=2)),
      r"SwinPEG needs PEGs that keep the map size, got peg_cfg="
      r"\{'stride': 2\}"),
+    ('PVTPEG', dict(peg_cfg=dict(kernel_size=5, padding=1)),
+     r"PVTPEG needs PEGs that keep the map size, got peg_cfg="
+     r"\{'kernel_size': 5, 'padding': 1\}"),
+    # F(x) of a smaller map cannot be added to the unchanged tokens
+    ('CPVTQKOnly', dict(peg_cfg=dict(padding=0)),
+     'CPVTQKOnly needs PEGs that keep the map size'),
     # choices: the last branch would be taken for anything else
     ('CPVT', dict(out_type='gap'),
      r"out_type must be one of \('cls_token', 'avg_featmap', 'featmap'\), "

@@ -47,8 +47,3 @@ def test_relative_position_bias_on_fused_and_explicit_paths():
     _, weights = attn(x, (6, 5), attn_bias=extra, return_attn=True)
     ref = ((q @ k.transpose(-2, -1)) * attn.scale + bias + extra).softmax(-1)
     torch.testing.assert_close(weights, ref)
-
-
-def test_relative_position_encoding_is_optional():
-    assert Attention(8, 2).rpe is None
-    assert not any('rpe' in n for n, _ in Attention(8, 2).named_parameters())

@@ -3,7 +3,7 @@ import torch
 from mmcpvt.models.backbones import CPVT
 from mmcpvt.models.layers import (RelativePositionEncoding2d,
                                   relative_position_index)
-from tests.utils import SMALL_BACKBONES, n_params
+from tests.utils import n_params
 
 TINY = dict(embed_dims=32, num_layers=3, num_heads=2, feedforward_channels=64)
 
@@ -100,29 +100,6 @@ def test_parameter_count_and_init():
                       for i in range(12)]
     plain = CPVT('tiny', peg_positions=())
     assert n_params(model) - n_params(plain) == 12 * 18_560
-
-
-def _rpe_backbone_cfg():
-    cfgs = [c for c in SMALL_BACKBONES['CPVT'] if 'rpe_cfg' in c]
-    assert cfgs, 'tests/utils.py lists no CPVT with a relative encoding'
-    return cfgs[0]
-
-
-def test_rpe_model_at_two_sizes_and_compiled_in_one_graph():
-    """Any input size (RPE needs no table of the map), and the index
-    built per size traces under torch.compile(fullgraph=True)."""
-    import torch._dynamo
-    torch._dynamo.reset()
-    torch.manual_seed(0)
-    model = CPVT(**_rpe_backbone_cfg()).eval()
-    compiled = torch.compile(model, backend='eager', fullgraph=True,
-                             dynamic=False)
-    for size in ((64, 64), (45, 83)):
-        x = torch.randn(2, 3, *size)
-        with torch.no_grad():
-            out, = model(x)
-            assert out.shape == (2, 32) and torch.isfinite(out).all()
-            torch.testing.assert_close(compiled(x)[0], out)
 
 
 def test_rpe_changes_the_output_and_is_trained():

@@ -34,12 +34,6 @@ def setup() -> None:
     os.environ[FORCE] = '1'
 
 
-def error(text: str) -> SystemExit:
-    """``prog: error: text``, the end of a tool that cannot go on."""
-    return SystemExit(f'{osp.basename(sys.argv[0]) or "mmcpvt"}: error: '
-                      f'{text}')
-
-
 # The hooks of mmcpvt.engine that every config of ours names in
 # default_hooks; tools/train.py adds those a config lacks.
 MMCPVT_HOOKS = dict(
@@ -137,7 +131,8 @@ def apply_common_args(cfg: Config, config: str, work_dir: Optional[str],
                          f'work_dir of {config}', cfg.work_dir,
                          'logs and checkpoints')
     except ValueError as e:
-        raise error(e) from None
+        raise SystemExit(f'{osp.basename(sys.argv[0]) or "mmcpvt"}: '
+                         f'error: {e}') from None
     return cfg
 
 

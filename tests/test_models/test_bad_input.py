@@ -157,6 +157,7 @@ REFUSED = [
     ('SwinPEG', dict(peg_cfg=dict(kernel_size=-3)), r'got -3'),
     ('CPVT', dict(peg_cfg=dict(padding=2)),
      r'PEG padding must be from 0 to 1, got 2'),
+    ('PVTPEG', dict(peg_cfg=dict(padding=-1)), r'got -1'),
     # a PEG that changes the map size in a backbone that needs it fixed
     ('SwinPEG', dict(peg_cfg=dict(stride=2)),
      r"SwinPEG needs PEGs that keep the map size, got peg_cfg="

@@ -150,45 +150,6 @@ def test_missing_pretrained_checkpoint_is_explained(tmp_path):
         model.init_weights()
 
 
-RAN = []
-
-
-def _mark():
-    RAN.append(1)
-
-
-class _Payload:
-    """Unpickled without weights_only, it would run ``_mark``."""
-
-    def __reduce__(self):
-        return _mark, ()
-
-
-def test_pretrained_url_unpickles_with_weights_only(tmp_path, monkeypatch):
-    """An http(s) checkpoint goes through torch.hub's loader, which turns
-    weights_only off: init_weights loads it inside weights_only_loads().
-    Here the download is a file:// URL, through torch.hub all the same; the
-    check before loading (check_checkpoint) is given a safe download, so
-    that the loader itself meets the payload."""
-    path = tmp_path / 'payload.pth'
-    torch.save({'state_dict': {}, 'payload': _Payload()}, path)
-    monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch'))
-    monkeypatch.setattr(
-        torch.hub, 'download_url_to_file',
-        lambda url, dst, **kwargs: torch.save({'w': torch.ones(1)}, dst))
-    monkeypatch.setattr(
-        'mmengine.runner.checkpoint.load_url',
-        lambda url, map_location=None, **kwargs: torch.hub.
-        load_state_dict_from_url(path.as_uri(), str(tmp_path / 'hub'),
-                                 map_location=map_location, progress=False))
-    name, cfg = BACKBONES[0]
-    model = MODELS.build(dict(type=name, **cfg, init_cfg=dict(
-        type='Pretrained', checkpoint='https://example.com/payload.pth')))
-    with pytest.raises(Exception, match='[Ww]eights.only|_Payload|_mark'):
-        model.init_weights()
-    assert not RAN
-
-
 @pytest.mark.parametrize('name, cfg', CASES)
 def test_default_init_is_the_transformer_init(name, cfg):
     model = build(name, cfg)

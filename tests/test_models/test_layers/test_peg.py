@@ -118,21 +118,6 @@ def test_padding_sets_the_output_map(k, padding, num_layers, shrink):
     assert torch.equal(peg(x, (H, W)), expected)
 
 
-@pytest.mark.parametrize('kwargs, error, match', [
-    (dict(kernel_size=4), AssertionError,
-     'PEG kernel_size must be a positive odd int, got 4'),
-    (dict(padding=2), AssertionError,
-     'PEG padding must be from 0 to 1, got 2'),
-    (dict(padding=-1), AssertionError, 'got -1'),
-    # torch's
-    (dict(padding_mode='none'), ValueError,
-     "padding_mode must be one of .* but got padding_mode='none'"),
-])
-def test_bad_arguments_are_refused(kwargs, error, match):
-    with pytest.raises(error, match=match):
-        PEG(4, 4, **kwargs)
-
-
 def test_depthwise_needs_equal_channels_as_torch_says():
     with pytest.raises(ValueError, match='in_channels must be divisible by '
                        'groups'):

@@ -84,13 +84,12 @@ def make_ade20k(out_dir: str,
             ``out_dir/ADEChallengeData2016``.
         num_train (int): Training images, at least 1. Defaults to 200.
         num_val (int): Validation images, at least 1. Defaults to 50.
-        size (int): Nominal image side; each side is drawn from 0.75x to
-            1.25x of it. Defaults to 256.
-        num_classes (int): Object classes, 1 to 150 (ADE20K classes 1..K).
-            Defaults to 4.
+        size (int): Nominal image side; each side is 0.75x to 1.25x of it.
+            Defaults to 256.
+        num_classes (int): ADE20K classes 1..K, 1 to 150. Defaults to 4.
         seed (int): Random seed. Defaults to 0.
-        overwrite (bool): Replace a data set made by this tool before (only
-            the files it wrote; see docs/get_started.md). Defaults to False.
+        overwrite (bool): Replace a set this generator made (only the files
+            it wrote). Defaults to False.
         progress (bool): Show a progress bar on stdout. Defaults to False.
 
     Returns:

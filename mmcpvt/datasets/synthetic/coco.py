@@ -155,29 +155,22 @@ def make_coco(out_dir: str,
 
     Args:
         out_dir (str): The data root (``data_root`` of the config).
-        num_train (int): Training images; 0 makes a test set
-            (``instances_train2017.json`` without images or annotations,
-            ``train2017/`` empty). Defaults to 200.
+        num_train (int): Training images; 0 makes a test set (no training
+            images or annotations). Defaults to 200.
         num_val (int): Validation images, at least 1. Defaults to 50.
-        size (int): Nominal image side; each side is drawn from 0.75x to
-            1.25x of it. Defaults to 320.
-        num_classes (int): Number of categories, 1 to 80: the first ones of
-            COCO. Defaults to 4.
+        size (int): Nominal image side; each side is 0.75x to 1.25x of it.
+            Defaults to 320.
+        num_classes (int): The first 1 to 80 COCO categories. Defaults to 4.
         seed (int): Random seed. Defaults to 0.
-        overwrite (bool): Replace a data set made by this tool before (only
-            the files it wrote; see docs/get_started.md). Defaults to False.
-        object_scale (Sequence[float]): Range of an object's extent as a
-            fraction of the shorter image side (``scale_range`` of
-            ``shapes.render_scene``). Defaults to (0.08, 0.4).
-        objects_per_image (Sequence[int]): Inclusive range of the number of
-            objects placed in an image (fewer where no free place is found).
-            Defaults to (1, 5).
+        overwrite (bool): Replace a set this generator made (only the files
+            it wrote). Defaults to False.
+        object_scale (Sequence[float]): Range of an object's extent, a
+            fraction of the shorter image side. Defaults to (0.08, 0.4).
+        objects_per_image (Sequence[int]): Range of the objects placed in an
+            image (fewer where none finds a place). Defaults to (1, 5).
         progress (bool): Show a progress bar on stdout. Defaults to False.
-        canvas_scale (float): Images this many times larger than ``size``
-            says, with objects of the size in pixels they have at ``size``:
-            a test set of larger inputs with objects at the training scale.
-            Place more objects (``objects_per_image``) to keep their
-            density. Defaults to 1.
+        canvas_scale (float): Images this many times larger than ``size``,
+            objects of their size in pixels at ``size``. Defaults to 1.
 
     Returns:
         dict: The arguments, class names and numbers of objects, as in

@@ -119,19 +119,16 @@ def make_imagenet(out_dir: str,
         out_dir (str): The data root (``data_root`` of the config).
         num_classes (int): Number of classes, 1 to 1000. Defaults to 10.
         train_per_class (int): Training images per class; 0 makes a test
-            set (an empty ``meta/train.txt``, no ``train/``). Defaults to
-            100.
+            set. Defaults to 100.
         val_per_class (int): Validation images per class, at least 1.
             Defaults to 20.
         size (int): Side of the square images in pixels. Defaults to 64.
         seed (int): Random seed. Defaults to 0.
-        overwrite (bool): Replace a data set made by this tool before (only
-            the files it wrote; see docs/get_started.md). Defaults to False.
+        overwrite (bool): Replace a set this generator made (only the files
+            it wrote). Defaults to False.
         progress (bool): Show a progress bar on stdout. Defaults to False.
-        canvas_scale (float): Images of side ``round(size * canvas_scale)``
-            with the object of the size in pixels it has at ``size``,
-            anywhere on them: a test set of larger inputs with objects at
-            the training scale. Defaults to 1.
+        canvas_scale (float): Images this many times larger than ``size``,
+            the object of its size in pixels at ``size``. Defaults to 1.
 
     Returns:
         dict: The arguments, the wnids and the number of images, as in

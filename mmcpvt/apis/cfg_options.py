@@ -1,8 +1,7 @@
-"""The checks of ``--cfg-options``: an item without ``key=`` is refused,
-and a key that mmengine would add silently (a misspelt one: the run
-keeps the old value) is refused, naming the key and what to do; a setting
-of a config variable gets a warning naming the settings to change instead.
-"""
+"""``--cfg-options``: an item without ``key=`` is refused, and so is a key
+that mmengine would add silently (a misspelt one: the run keeps the old
+value), naming the key and what to do; a setting of a config variable gets
+a warning naming the settings to change instead."""
 import difflib
 import inspect
 import logging
@@ -14,15 +13,25 @@ from mmengine.logging import print_log
 # keys whose value is one path, not parsed as a list
 PATHS = ('load_from', )
 
+# Top-level keys that mmengine's Runner reads besides the arguments of
+# Runner.__init__ (Runner.from_cfg and the runner's cfg.get calls in
+# mmengine 0.10), and `runner_type` (cli.build_runner).
+_RUNNER_CFG_KEYS = ('runner_type', 'model_wrapper_cfg', 'sync_bn',
+                    'find_unused_parameters', 'compile',
+                    'activation_checkpointing', 'efficient_conv_bn_eval')
+
+# How close a new key must be to an existing one to be taken for a
+# misspelling of it (difflib ratio): 'backbon' of 'backbone' is 0.93,
+# 'chekpoint' of 'checkpoint' 0.95; 'drop_path_rate' of 'drop_rate', a new
+# argument beside an existing one, 0.78.
+_TYPO_CUTOFF = 0.8
+
 
 def parse_cfg_options(items: Optional[List[str]]) -> Optional[Dict]:
-    """``--cfg-options`` items ``key=value`` as a dict, each value parsed as
-    mmengine's ``DictAction`` parses it (``a,b``: a list), except the value
-    of a ``PATHS`` key: one path (``a,b.pth``, ``my runs/x.pth``), or None.
-
-    Raises:
-        ValueError: an item that is not ``key=value``.
-    """
+    """``--cfg-options`` items as a dict, each value parsed as mmengine's
+    ``DictAction`` does (``a,b``: a list), except a ``PATHS`` key's: one
+    path (``a,b.pth``, ``my runs/x.pth``) or None. ValueError for an item
+    that is not ``key=value``."""
     if items is None:
         return None
     options = {}
@@ -41,21 +50,6 @@ def parse_cfg_options(items: Optional[List[str]]) -> Optional[Dict]:
     return options
 
 
-# Top-level keys that mmengine's Runner reads besides the arguments of
-# Runner.__init__ (Runner.from_cfg and the runner's cfg.get calls in
-# mmengine 0.10), and `runner_type` (build_runner below): a new one of these
-# in --cfg-options takes effect although the config does not set it.
-_RUNNER_CFG_KEYS = ('runner_type', 'model_wrapper_cfg', 'sync_bn',
-                    'find_unused_parameters', 'compile',
-                    'activation_checkpointing', 'efficient_conv_bn_eval')
-
-# How close a new key must be to an existing one to be taken for a
-# misspelling of it (difflib ratio): 'backbon' of 'backbone' is 0.93,
-# 'chekpoint' of 'checkpoint' 0.95; 'drop_path_rate' of 'drop_rate', a new
-# argument beside an existing one, 0.78.
-_TYPO_CUTOFF = 0.8
-
-
 def runner_keys() -> List[str]:
     """The top-level config keys that mmengine's runner reads."""
     from mmengine.runner import Runner
@@ -64,36 +58,19 @@ def runner_keys() -> List[str]:
 
 
 def _did_you_mean(key: str, choices, cutoff: float = 0.6) -> str:
-    """' Did you mean ...?' with the choices close to ``key``, or ''."""
     matches = difflib.get_close_matches(
         key, sorted({str(c) for c in choices}), n=3, cutoff=cutoff)
     return (' Did you mean ' + ' or '.join(map(repr, matches)) + '?'
             if matches else '')
 
 
-def check_cfg_options(cfg: Config, options: Dict, config: str) -> None:
-    """Refuse ``--cfg-options`` keys that would be ignored or break merging
-    (see README.md): on the command line a new key is most often a
-    misspelt one, which mmengine adds silently (the run keeps the old
-    value). A new top-level key passes only if the runner reads it
-    (:func:`runner_keys`); a new nested key only if it does not nearly
-    spell a key beside it (else it is a new argument of what the dict
-    builds, which its constructor checks). A key below a plain value, or
-    below a list other than by an index in range, is refused too.
-
-    Raises:
-        ValueError: one line per refused key.
-    """
-    runner = runner_keys()
-    errors = [f'--cfg-options {key}: {error}' for key in options
-              if (error := _check_key(cfg, key, runner, config))]
-    if errors:
-        raise ValueError('\n'.join(errors))
-
-
 def _check_key(cfg: Config, key: str, runner: List[str],
                config: str) -> Optional[str]:
-    """Why ``key`` (a dotted --cfg-options key) is refused, or None."""
+    """Why the dotted ``key`` is refused, or None: a new top-level key
+    passes only if the runner reads it, a new nested one only if it does
+    not nearly spell a key beside it (else it is a new argument of what the
+    dict builds, which its constructor checks); a key below a plain value,
+    or below a list other than by an index in range, is refused."""
     in_child = (f'set it in a config that inherits this one (_base_ = '
                 f'{config!r})')
     first, *rest = key.split('.')
@@ -122,7 +99,7 @@ def _check_key(cfg: Config, key: str, runner: List[str],
                     f'it a dict, {in_child}.')
         elif part in node:
             node = node[part]
-        else:  # not near a key beside it: a new argument of what it builds
+        else:
             hint = _did_you_mean(part, node.keys(), _TYPO_CUTOFF)
             return hint and (
                 f'{where} has no key {part!r}.{hint} ({where} has: '
@@ -130,37 +107,6 @@ def _check_key(cfg: Config, key: str, runner: List[str],
                 f'purpose, {in_child}.')
         where += f'.{part}'
     return None
-
-
-def _warn_config_variables(cfg: Config, options: Dict) -> None:
-    """Warn about --cfg-options on a variable of the config (``data_root``,
-    ``train_pipeline``, ``img_size``): the runner does not read it, and the
-    settings that used it were filled in when the config was read."""
-    runner = set(runner_keys())
-    for key in options:
-        name = key.split('.')[0]
-        if name not in cfg or name in runner:
-            continue
-        old = _plain(cfg[name])
-        # the runner settings that took the variable's value: a copy of it
-        # (a pipeline), or a value under a key it names (data_root ->
-        # dataset.data_root, dataset_type -> dataset.type)
-        users = [
-            f'{path}{key[len(name):]}' for path, value in _nodes(cfg._cfg_dict)
-            if '.' in path and path.split('.')[0] in runner
-            and _plain(value) == old and (
-                (isinstance(old, (dict, list)) and len(old) > 0) or
-                name == path.split('.')[-1] or
-                name.endswith('_' + path.split('.')[-1]))
-        ][:6]
-        print_log(
-            f'--cfg-options {key}: {name} is a variable of the config, not a '
-            f'setting the runner reads: the settings that used it were '
-            f'filled in when the config was read, and they keep their '
-            f'value. ' + (f'Set them instead: {", ".join(users)}.' if users
-                          else 'Set those settings instead.'),
-            logger='current',
-            level=logging.WARNING)
 
 
 def _plain(value):
@@ -184,14 +130,38 @@ def _nodes(node, prefix=''):
 
 def merge_cfg_options(cfg: Config, options: Optional[Dict],
                       config: str) -> None:
-    """Merge ``--cfg-options`` into ``cfg`` (read from the file ``config``)
-    after :func:`check_cfg_options`, warning about config variables.
-
-    Raises:
-        ValueError: one line per refused key; nothing is merged then.
-    """
+    """Merge ``--cfg-options`` into ``cfg`` (read from the file ``config``),
+    warning about config variables. ValueError, one line per refused key
+    (see :func:`_check_key`), and nothing merged if a key is refused."""
     if not options:
         return
-    check_cfg_options(cfg, options, config)
-    _warn_config_variables(cfg, options)
+    runner = runner_keys()
+    errors = [f'--cfg-options {key}: {error}' for key in options
+              if (error := _check_key(cfg, key, runner, config))]
+    if errors:
+        raise ValueError('\n'.join(errors))
+    for key in options:
+        name = key.split('.')[0]
+        if name not in cfg or name in runner:
+            continue
+        # A variable (data_root, train_pipeline): the runner settings that
+        # took its value when the config was read keep it. They are a copy
+        # of it (a pipeline), or a value under a key it names (data_root ->
+        # dataset.data_root, dataset_type -> dataset.type).
+        old = _plain(cfg[name])
+        users = [
+            f'{path}{key[len(name):]}' for path, value in _nodes(cfg._cfg_dict)
+            if '.' in path and path.split('.')[0] in runner
+            and _plain(value) == old and (
+                (isinstance(old, (dict, list)) and len(old) > 0) or
+                name == path.split('.')[-1] or
+                name.endswith('_' + path.split('.')[-1]))
+        ][:6]
+        print_log(
+            f'--cfg-options {key}: {name} is a variable of the config, not a '
+            f'setting the runner reads: the settings that used it were '
+            f'filled in when the config was read, and they keep their '
+            f'value. ' + (f'Set them instead: {", ".join(users)}.' if users
+                          else 'Set those settings instead.'),
+            logger='current', level=logging.WARNING)
     cfg.merge_from_dict(options)

@@ -1,14 +1,7 @@
 """What the command-line tools share: their start-up, the checks of their
-option values, the options and the runner of the config's library
-(``--cfg-options``: :mod:`.cfg_options`; distributed runs without a GPU:
-:mod:`.cpu_dist`). The tools build their own parsers; a ValueError of
-these functions is a usage error there (``parser.error(str(e))``).
-
-A tool imports it and calls :func:`setup` first::
-
-    from mmcpvt.apis import cli
-    cli.setup()
-"""
+option values, the hooks and the runner of the config's library. The tools
+build their own parsers; a ValueError of these functions is a usage error
+there (``parser.error(str(e))``). A tool calls :func:`setup` first."""
 import contextlib
 import os
 import os.path as osp
@@ -44,7 +37,7 @@ MMCPVT_HOOKS = dict(
 
 
 def add_mmcpvt_hooks(cfg: Config) -> None:
-    """Atomic checkpoint saving and :data:`MMCPVT_HOOKS`, where ``cfg``
+    """:data:`MMCPVT_HOOKS` and atomic checkpoint saving, where ``cfg``
     does not set them (a user's own config)."""
     cfg.setdefault('default_hooks', {})
     hooks = cfg.default_hooks  # (Config.setdefault returns a copy)
@@ -58,11 +51,10 @@ def add_mmcpvt_hooks(cfg: Config) -> None:
 @contextlib.contextmanager
 def checkpoint_errors(prog: str, cfg: Config, given: Optional[str] = None,
                       hint: str = ''):
-    """A checkpoint that the run cannot use ends the tool with a message,
-    not a traceback: a damaged one, one that torch's weights-only unpickler
-    refuses (by URL above all: a local file is checked before the run), and
-    one of another model (``given``: how the user gave the checkpoint;
-    ``hint``: what else to do)."""
+    """A checkpoint that the run cannot use (damaged, refused by torch's
+    weights-only unpickler, of another model) ends the tool with a message,
+    not a traceback; ``given``: how the user gave the checkpoint, ``hint``:
+    what else to do."""
     from mmcpvt.utils.checkpoint import (CheckpointError,
                                          CheckpointMismatchError)
     try:
@@ -101,9 +93,8 @@ non_negative = checked(lambda v: v, lambda v: v >= 0, 'must be >= 0')
 
 
 def check_options(check: Callable, **options) -> None:
-    """``check`` (a :func:`checked`) of the values of ``options``
-    (``name=value``; a list: each item; None: not given); its ValueError
-    names the option: ``argument --name: <rule>, got <value>``."""
+    """``check`` of each value of ``options`` (``name=value``; a list: each
+    item; None: not given); the ValueError names the option."""
     for name, values in options.items():
         for value in values if isinstance(values, list) else [values]:
             try:
@@ -118,8 +109,7 @@ def apply_common_args(cfg: Config, config: str, work_dir: Optional[str],
                       cfg_options: Optional[dict] = None) -> Config:
     """``launcher``, ``cfg_options`` and the work dir (``work_dir`` >
     config > ``./work_dirs/<config name>``) of the run of ``config``;
-    SystemExit on a ``--cfg-options`` key that would be ignored
-    (:func:`.cfg_options.check_cfg_options`) or a work dir that is a
+    SystemExit on a refused ``--cfg-options`` key or a work dir that is a
     file."""
     cfg.launcher = launcher
     try:
@@ -137,10 +127,8 @@ def apply_common_args(cfg: Config, config: str, work_dir: Optional[str],
 
 
 def build_runner(cfg: Config):
-    """The runner; it switches to ``cfg.default_scope``, which imports the
-    registries of mmpretrain, mmdet or mmseg as needed. A distributed run on
-    a machine without a GPU gets its gloo process group first
-    (:func:`.cpu_dist.setup_cpu_dist`)."""
+    """The runner (as mmengine's tools build it), after the gloo process
+    group of a distributed run without a GPU (:mod:`.cpu_dist`)."""
     from mmengine.registry import RUNNERS
     from mmengine.runner import Runner
 
@@ -152,8 +140,8 @@ def build_runner(cfg: Config):
 
 
 def text_table(heads: List[str], rows: List[List[str]]) -> str:
-    """``rows`` of cells under ``heads``, each column as wide as its widest
-    cell, the first left-aligned, the others right-aligned."""
+    """``rows`` under ``heads``, columns as wide as their widest cell, the
+    first left-aligned, the others right-aligned."""
     rows = [heads] + rows
     widths = [max(len(r[i]) for r in rows) for i in range(len(heads))]
     return '\n'.join(f'{r[0]:<{widths[0]}}  ' + '  '.join(
@@ -161,7 +149,7 @@ def text_table(heads: List[str], rows: List[List[str]]) -> str:
 
 
 def stderr_progress(what: str) -> Callable[[int, int], None]:
-    """A ``progress(done, total)`` that prints ``what: done/total`` on
+    """A ``progress(done, total)`` printing ``what: done/total`` on
     stderr."""
     return lambda done, total: print(f'{what}: {done}/{total}',
                                      file=sys.stderr, flush=True)

@@ -1,13 +1,11 @@
-"""Distributed training and testing on CPUs: a gloo process group.
+"""Distributed runs on CPUs: a gloo process group.
 
-mmengine 0.10 cannot start a distributed run on a machine without an
-accelerator: ``init_dist`` calls ``torch.cuda.set_device`` for every
-launcher, and ``Runner.wrap_model`` gives DDP ``device_ids=[LOCAL_RANK]``,
-which torch refuses for a module on the CPU. :func:`setup_cpu_dist`, called
-by :func:`.cli.build_runner` before the runner exists, creates the process
-group itself (gloo where the config asks for a GPU-only backend) and sets
-``device_ids=None``, in the config, so the config dumped to ``work_dir``
-says what ran. With an accelerator it does nothing. See
+mmengine 0.10 cannot start a distributed run without an accelerator:
+``init_dist`` calls ``torch.cuda.set_device`` for every launcher, and
+``Runner.wrap_model`` gives DDP ``device_ids=[LOCAL_RANK]``, which torch
+refuses for a CPU module. :func:`setup_cpu_dist` (called by
+:func:`.cli.build_runner`) creates the process group itself and sets
+``device_ids=None`` in the config, so the dumped config says what ran. See
 docs/distributed.md.
 """
 import datetime
@@ -44,9 +42,8 @@ def has_accelerator() -> bool:
 
 
 def _set_launcher_env(launcher: str, port=None) -> None:
-    """RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT from the
-    launcher's own variables, as mmengine's ``_init_dist_slurm`` and
-    ``_init_dist_mpi`` set them (less their ``torch.cuda.set_device``)."""
+    """RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT as
+    mmengine's ``_init_dist_slurm`` / ``_init_dist_mpi`` set them."""
     env = os.environ
     names, hint = LAUNCHER_ENV[launcher]
     missing = [name for name in names if name not in env]
@@ -74,9 +71,8 @@ def _set_launcher_env(launcher: str, port=None) -> None:
 
 
 def _cpu_model_wrapper(cfg: Config) -> None:
-    """``device_ids=None`` for a DistributedDataParallel wrapper (the
-    config's, or the one Runner.wrap_model builds without one): the runner
-    would pass ``[LOCAL_RANK]``, a CUDA device."""
+    """``device_ids=None`` for a DDP wrapper (the config's, or the runner's
+    default one), where the runner would pass ``[LOCAL_RANK]``."""
     import mmengine.model  # noqa: F401  (registers the wrappers)
     from mmengine.registry import MODEL_WRAPPERS
     from torch.nn.parallel import DistributedDataParallel
@@ -96,15 +92,11 @@ def _cpu_model_wrapper(cfg: Config) -> None:
 
 
 def setup_cpu_dist(cfg: Config) -> None:
-    """Start ``cfg.launcher``'s process group on CPUs (see the module
-    docstring); nothing with an accelerator, with ``launcher='none'``, or
-    when the process group exists already."""
+    """Start ``cfg.launcher``'s process group on CPUs; nothing with an
+    accelerator, with ``launcher='none'`` or an existing group."""
     launcher = cfg.get('launcher', 'none')
     if launcher == 'none' or has_accelerator():
         return
-    if launcher not in LAUNCHER_ENV:
-        raise ValueError(f'launcher={launcher!r} is not one of '
-                         f"{tuple(LAUNCHER_ENV)} or 'none'; change --launcher")
     if cfg.get('sync_bn', None) is not None:
         raise ValueError(
             f'sync_bn={cfg.sync_bn!r}: torch\'s SyncBatchNorm runs on GPUs '

@@ -12,6 +12,7 @@ import copy
 import os.path as osp
 
 import pytest
+from mmengine.config import Config
 
 import mmcpvt.apis.cfg_options as runner_utils
 from tests.utils import ROOT, explain, load_script, run_tool
@@ -19,36 +20,29 @@ from tests.utils import ROOT, explain, load_script, run_tool
 CONFIG = osp.join(ROOT, 'configs', 'cpvt', 'cpvt-tiny_4xb256_in1k.py')
 
 
-def load_tool(name):
-    return load_script(f'tools/{name}.py')
-
-
 @pytest.fixture(scope='module')
 def config():
     """The config as read from its file (once: reading takes a second)."""
-    return load_tool('train').Config.fromfile(CONFIG)
-
-
-def make_tool(name, config, tmp_path_factory):
-    """(module, the arguments before the options, the config) of
-    tools/<name>.py."""
-    module = load_tool(name)
-    if name == 'train':
-        return module, [CONFIG], config
-    checkpoint = tmp_path_factory.mktemp('ckpt') / 'model.pth'
-    checkpoint.write_bytes(b'')  # parse_args only checks that it exists
-    return module, [CONFIG, str(checkpoint)], config
+    return Config.fromfile(CONFIG)
 
 
 @pytest.fixture(scope='module')
-def train(config, tmp_path_factory):
-    return make_tool('train', config, tmp_path_factory)
+def train(config):
+    """(module, the arguments before the options, the config)."""
+    return load_script('tools/train.py'), [CONFIG], config
 
 
-@pytest.fixture(scope='module', params=['train', 'test'])
-def tool(request, config, tmp_path_factory):
+@pytest.fixture(scope='module')
+def test_tool(config, tmp_path_factory):
+    checkpoint = tmp_path_factory.mktemp('ckpt') / 'model.pth'
+    checkpoint.write_bytes(b'')  # parse_args only checks that it exists
+    return load_script('tools/test.py'), [CONFIG, str(checkpoint)], config
+
+
+@pytest.fixture(scope='module', params=['train', 'test_tool'])
+def tool(request):
     """train.py and test.py: both go through apply_common_args."""
-    return make_tool(request.param, config, tmp_path_factory)
+    return request.getfixturevalue(request.param)
 
 
 def merged(tool, *argv):
@@ -79,14 +73,6 @@ def test_item_without_equals_is_a_usage_error(tool, item, capsys):
             'form is key=value, e.g. train_dataloader.batch_size=32') in err
 
 
-def test_misspelt_top_level_key_is_refused(tool):
-    message = refused(tool, 'train_dataloder.batch_size=1')
-    assert ("--cfg-options train_dataloder.batch_size: the config has no "
-            "top-level key 'train_dataloder'") in message
-    assert 'it would be ignored' in message
-    assert "Did you mean 'train_dataloader'" in message
-
-
 def test_unknown_top_level_key_says_what_may_be_added(train):
     message = refused(train, 'my_setting=1')
     assert "no top-level key 'my_setting'" in message
@@ -95,19 +81,6 @@ def test_unknown_top_level_key_says_what_may_be_added(train):
         assert key in message
     assert f'set it in a config that inherits this one (_base_ = ' \
         f'{CONFIG!r})' in message
-
-
-@pytest.mark.parametrize('option, parent, meant', [
-    ('model.backbon.arch=small', 'model', 'backbone'),
-    ('default_hooks.chekpoint.interval=2', 'default_hooks', 'checkpoint'),
-    ('train_cfg.max_epoch=3', 'train_cfg', 'max_epochs'),
-])
-def test_misspelt_nested_key_is_refused(train, option, parent, meant):
-    key = option.split('=')[0]
-    message = refused(train, option)
-    assert (f"--cfg-options {key}: {parent} has no key "
-            f"{key.split('.')[len(parent.split('.'))]!r}. Did you mean "
-            f"{meant!r}?") in message
 
 
 def test_every_refused_key_is_listed(train):
@@ -120,6 +93,18 @@ def test_every_refused_key_is_listed(train):
 
 
 @pytest.mark.parametrize('option, expected', [
+    ('train_dataloder.batch_size=1',
+     "train_dataloder.batch_size: the config has no top-level key "
+     "'train_dataloder', and the runner does not read one of that name: it "
+     "would be ignored. Did you mean 'train_dataloader'"),
+    ('model.backbon.arch=small',
+     "model.backbon.arch: model has no key 'backbon'. Did you mean "
+     "'backbone'?"),
+    ('default_hooks.chekpoint.interval=2', "default_hooks.chekpoint."
+     "interval: default_hooks has no key 'chekpoint'. Did you mean "
+     "'checkpoint'?"),
+    ('train_cfg.max_epoch=3', "train_cfg.max_epoch: train_cfg has no key "
+     "'max_epoch'. Did you mean 'max_epochs'?"),
     ('train_dataloader.dataset.pipeline.9.scale=1',
      'train_dataloader.dataset.pipeline has 6 items (0 to 5), no item 9.'),
     ('train_dataloader.dataset.pipeline.scale=1',
@@ -129,8 +114,8 @@ def test_every_refused_key_is_listed(train):
      "model.backbone.arch is 'tiny' in the config, not a dict, so it has no "
      "key 'embed_dims'. Set model.backbone.arch itself"),
 ])
-def test_path_through_a_list_or_a_value(train, option, expected):
-    assert expected in refused(train, option)
+def test_key_that_would_be_ignored_is_refused(tool, option, expected):
+    assert expected in refused(tool, option)
 
 
 def test_runner_keys_and_new_arguments_pass(train):
@@ -143,16 +128,6 @@ def test_runner_keys_and_new_arguments_pass(train):
     assert cfg.model.backbone.drop_path_rate == 0.2
     assert cfg.train_cfg.max_epochs == 1
     assert cfg.train_dataloader.dataset.pipeline[1].scale == 64
-
-
-def test_runner_keys_are_read_from_mmengine():
-    import inspect
-
-    from mmengine.runner import Runner
-    keys = runner_utils.runner_keys()
-    for name in inspect.signature(Runner.__init__).parameters:
-        assert name in keys or name in ('self', 'cfg')
-    assert 'runner_type' in keys and 'compile' in keys
 
 
 @pytest.mark.parametrize('option, settings', [
@@ -207,11 +182,6 @@ def test_work_dir_that_is_a_file(train, tmp_path, below):
         merged(train, '--work-dir', work_dir)
     assert (f'error: --work-dir {work_dir}: {afile} is a file; it takes a '
             'directory for logs and checkpoints') in str(error.value)
-
-
-@pytest.fixture(scope='module')
-def test_tool(config, tmp_path_factory):
-    return make_tool('test', config, tmp_path_factory)
 
 
 @pytest.mark.parametrize('case', ['directory', 'under a file', 'format',

@@ -41,21 +41,13 @@ def capture_attention(attn: nn.Module):
 
 @dataclass
 class AttentionMaps:
-    """The attention weights of one block over a batch of images.
-
-    Attributes:
-        attn (Tensor): (B, heads, N, N_kv), rows summing to one: N = extra
-            + H*W, N_kv = N or the reduced map of a PVT block; (B * windows,
-            heads, ws*ws, ws*ws) for Swin windows.
-        kind (str): 'global', 'spatial-reduction' (PVT, sr_ratio > 1) or
-            'window' (Swin).
-        hw_shape (tuple): (H, W) of the query tokens; ``kv_hw_shape``: (H',
-            W') of the key tokens (None for windows).
-        num_extra_tokens (int): Leading (class) tokens among the queries
-            and the keys.
-        stride (int): Input pixels per query token.
-        num_images (int): Images the weights are of. Defaults to 1.
-    """
+    """The attention weights of one block over ``num_images`` images:
+    ``attn`` (B, heads, N, N_kv), rows summing to one (N = extra + H*W, N_kv
+    = N or PVT's reduced map; (B * windows, heads, ws*ws, ws*ws) for Swin);
+    ``kind`` 'global', 'spatial-reduction' (PVT, sr_ratio > 1) or 'window'
+    (Swin); ``hw_shape`` (H, W) of the queries, ``kv_hw_shape`` (H', W') of
+    the keys (None for windows); ``num_extra_tokens`` leading (class)
+    tokens; ``stride`` input pixels per query token."""
     attn: torch.Tensor
     kind: str
     hw_shape: Tuple[int, int]
@@ -115,9 +107,9 @@ def attention_maps(backbone: nn.Module,
     block ``block`` (global index, see :func:`list_blocks`)."""
     infos = list_blocks(backbone)
     if not 0 <= block <= infos[-1].index:
-        raise ValueError(f'block {block} has no attention in this '
-                         f'{type(backbone).__name__}: attention exists for '
-                         f'blocks 0 to {infos[-1].index}')
+        raise ValueError(f'block {block} has no attention: this '
+                         f'{type(backbone).__name__} has blocks 0 to '
+                         f'{infos[-1].index}')
     module = block_module(backbone, block)
     # the (H, W) the block receives: CPVT's map after a PEG without padding
     # is smaller than the patch embedding's
@@ -176,8 +168,7 @@ def save_matrix_png(matrix: torch.Tensor, path: str, title: str = ''):
     fig = Figure(figsize=(6, 5), dpi=100)
     ax = fig.subplots()
     im = ax.imshow(normalise(matrix), cmap='viridis', interpolation='nearest')
-    ax.set_xlabel('key token')
-    ax.set_ylabel('query token')
+    ax.set(xlabel='key token', ylabel='query token')
     ax.set_title(title, fontsize=9)
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     fig.tight_layout()
@@ -193,12 +184,12 @@ def save_query_overlay(maps: AttentionMaps, image_rgb: np.ndarray,
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
     Hi, Wi = image_rgb.shape[:2]
-    kv_stride = maps.stride * (maps.hw_shape[0] // maps.kv_hw_shape[0])
+    s = maps.stride
+    kv_stride = s * (maps.hw_shape[0] // maps.kv_hw_shape[0])
     fig = Figure(figsize=(3 * (1 + len(queries)), 3.4), dpi=100)
     axes = fig.subplots(1, 1 + len(queries), squeeze=False)[0]
     axes[0].imshow(image_rgb)
     axes[0].set_title('input', fontsize=9)
-    s = maps.stride
     for ax, query in zip(axes[1:], queries):
         heat = maps.query_map(query, image, head)  # (H', W')
         heat = F.interpolate(
@@ -209,21 +200,19 @@ def save_query_overlay(maps: AttentionMaps, image_rgb: np.ndarray,
                   extent=(-0.5, heat.shape[1] - 0.5, heat.shape[0] - 0.5,
                           -0.5))
         row = maps.matrix(image, head, True)[maps.query_index(query)]
-        if query == 'cls':
-            label = 'query: class token'
-        else:
+        label = 'query: class token'
+        if query != 'cls':
             r, c = query
             label = f'query: ({r}, {c})'
             for a in (axes[0], ax):
-                a.add_patch(
-                    Rectangle((c * s - 0.5, r * s - 0.5), s, s, fill=False,
-                              edgecolor='white', linewidth=1.5))
+                a.add_patch(Rectangle((c * s - 0.5, r * s - 0.5), s, s,
+                                      fill=False, edgecolor='white',
+                                      linewidth=1.5))
         if maps.num_extra_tokens:
             label += f'\nto cls: {float(row[0]):.3f}'
         ax.set_title(label, fontsize=9)
     for ax in axes:
-        ax.set_xticks([])
-        ax.set_yticks([])
+        ax.set(xticks=[], yticks=[])
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path)

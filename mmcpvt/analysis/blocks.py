@@ -18,17 +18,11 @@ Progress = Optional[Callable[[int, int], None]]
 
 @dataclass(frozen=True)
 class BlockInfo:
-    """One analysable point of a backbone.
-
-    Attributes:
-        index (int): Global block number (0: the first), or ``INPUT``.
-        stage (int): Stage of the block (0 for CPVT).
-        block (int): Block number within its stage (-1 for ``INPUT``).
-        stride (int): Input pixels per token at this block.
-        peg_after (bool): A PEG follows the block (its output is what the
-            next block receives); for ``INPUT``: a PEG at position -1.
-        name (str): 'input', 'block 3' (one stage) or 'stage 1 block 0'.
-    """
+    """One analysable point of a backbone: its global ``index`` (0: the
+    first block, or ``INPUT``), ``stage`` (0 for CPVT), ``block`` within the
+    stage (-1 for ``INPUT``), ``stride`` (input pixels per token),
+    ``peg_after`` (a PEG follows it; for ``INPUT``: a PEG at -1) and
+    ``name`` ('input', 'block 3' or 'stage 1 block 0')."""
     index: int
     stage: int
     block: int
@@ -50,11 +44,9 @@ def _stages(backbone: nn.Module) -> List[_Stage]:
     """The stages of a CPVT-, PVTPEG- or SwinPEG-like backbone."""
     if hasattr(backbone, 'layers') and hasattr(backbone, 'patch_embed'):
         # CPVT and its subclasses: one stage of encoders
-        return [
-            _Stage(backbone.layers, backbone.pegs,
-                   backbone.patch_embed.projection.stride[0],
-                   backbone.pos_embeds)
-        ]
+        return [_Stage(backbone.layers, backbone.pegs,
+                       backbone.patch_embed.projection.stride[0],
+                       backbone.pos_embeds)]
     if hasattr(backbone, 'patch_embeds') and hasattr(backbone, 'stages'):
         # PVTPEG: a patch embedding per stage
         strides = [e.projection.stride[0] for e in backbone.patch_embeds]
@@ -69,26 +61,22 @@ def _stages(backbone: nn.Module) -> List[_Stage]:
             f'{type(backbone).__name__} is no CPVT-like (layers, patch_embed)'
             f', PVTPEG-like (stages, patch_embeds) or SwinPEG-like (stages, '
             f'downsamples) backbone, the ones the analysis tools know')
-    return [
-        _Stage(*args) for args in zip(backbone.stages, backbone.pegs, strides)
-    ]
+    return [_Stage(*args)
+            for args in zip(backbone.stages, backbone.pegs, strides)]
 
 
 def list_blocks(backbone: nn.Module) -> List[BlockInfo]:
     """``INPUT`` and every block of ``backbone``, in order of execution."""
     stages = _stages(backbone)
     single = len(stages) == 1
-    infos = [
-        BlockInfo(INPUT, 0, -1, stages[0].stride,
-                  str(INPUT) in stages[0].pegs, 'input')
-    ]
+    infos = [BlockInfo(INPUT, 0, -1, stages[0].stride,
+                       str(INPUT) in stages[0].pegs, 'input')]
     for s, stage in enumerate(stages):
         for j in range(len(stage.blocks)):
             index = len(infos) - 1
-            name = f'block {index}' if single else f'stage {s} block {j}'
-            infos.append(
-                BlockInfo(index, s, j, stage.stride, str(j) in stage.pegs,
-                          name))
+            infos.append(BlockInfo(
+                index, s, j, stage.stride, str(j) in stage.pegs,
+                f'block {index}' if single else f'stage {s} block {j}'))
     return infos
 
 
@@ -129,14 +117,13 @@ def run_hooked(backbone: nn.Module, images: torch.Tensor, batch_size: int,
     """Run ``backbone`` on ``images`` in batches, in eval mode without
     gradients (calling ``progress(done, total)`` after each batch); then
     restore its mode and remove the hook ``handles``."""
-    device = next(backbone.parameters()).device
-    training = backbone.training
+    device, training = next(backbone.parameters()).device, backbone.training
     try:
         backbone.eval()
         with torch.no_grad():
             for start in range(0, len(images), batch_size):
                 backbone(images[start:start + batch_size].to(device))
-                if progress is not None:
+                if progress:
                     progress(min(start + batch_size, len(images)),
                              len(images))
     finally:
@@ -163,8 +150,7 @@ def block_features(backbone: nn.Module,
     """
     store: Dict[int, List[torch.Tensor]] = {
         i.index: [] for i in list_blocks(backbone)
-        if blocks is None or i.index in blocks
-    }
+        if blocks is None or i.index in blocks}
 
     def recorder(index):
         # as a pre-hook: what a block receives; as a forward hook: what the

@@ -25,8 +25,7 @@ def shift(x: torch.Tensor, dy: int, dx: int, mode: str) -> torch.Tensor:
     """``x`` (..., H, W) moved ``dy`` down and ``dx`` right: rolled
     ('circular') or with zeros shifted in ('zero')."""
     if mode not in MODES:
-        raise ValueError(f'unknown shift mode {mode!r}; allowed: '
-                         f'{", ".join(MODES)}')
+        raise ValueError(f'unknown shift mode {mode!r}; allowed: {MODES}')
     out = torch.roll(x, shifts=(dy, dx), dims=(-2, -1))
     if mode == 'zero':  # what wrapped around becomes zeros
         out = out.masked_fill(
@@ -51,14 +50,6 @@ def region_masks(hw_shape: Sequence[int], dy: int, dx: int, mode: str,
     valid = valid_y[:, None] & valid_x[None, :]
     edge = edge_y[:, None] | edge_x[None, :]
     return dict(all=valid, interior=valid & ~edge, border=valid & edge)
-
-
-def token_shift(shift_patches: int, patch: int,
-                stride: int) -> Optional[int]:
-    """A shift of ``shift_patches`` input patches (``patch`` pixels each)
-    in tokens of a block at ``stride``; None if not a whole number."""
-    tokens, rest = divmod(shift_patches * patch, stride)
-    return None if rest else tokens
 
 
 def translation_equivariance(backbone: nn.Module,
@@ -92,12 +83,8 @@ def translation_equivariance(backbone: nn.Module,
     patch = every_block[0].stride  # pixels per token, stage 0
 
     def features(k, x):  # forward pass k of 1 + len(shifts)
-
-        def step(done, total):
-            progress(k * total + done, (1 + len(shifts)) * total)
-
-        return block_features(backbone, x, blocks, batch_size,
-                              step if progress else None)
+        return block_features(backbone, x, blocks, batch_size, progress and (
+            lambda done, n: progress(k * n + done, (1 + len(shifts)) * n)))
 
     base = features(0, images)
     results = [
@@ -111,8 +98,8 @@ def translation_equivariance(backbone: nn.Module,
     for k, s in enumerate(shifts, 1):
         moved = features(k, shift(images, s * patch, s * patch, mode))
         for r in results:
-            t = token_shift(s, patch, r['stride'])
-            if t is None:
+            t, rest = divmod(s * patch, r['stride'])  # in tokens
+            if rest:  # no whole number of tokens: skipped
                 continue
             how = 'zero' if r['shrunk'] else mode
             ref = shift(base[r['block']], t, t, how).double()

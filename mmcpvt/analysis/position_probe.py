@@ -1,11 +1,10 @@
 """The position probe (paper, Sec. 3.2 and Appendix B.3, position through
 zero padding): how much absolute position the tokens of a block carry. A
-linear (ridge) probe predicts each token's (row, column) from its
-standardised features, fitted on half of the images and scored on the
-other half (R^2 and mean absolute error in tokens; whole map, interior,
-border). A model without position information scores R^2 near 0 (or
-below); a learned position table, or a PEG's zero padding once it has
-spread, lets the probe recover position.
+ridge probe predicts each token's (row, column) from its standardised
+features, fitted on half of the images and scored on the other half. A
+model without position information scores R^2 near 0 (or below); a learned
+position table, or a PEG's zero padding once it has spread, lets the probe
+recover position.
 """
 from typing import Dict
 
@@ -13,24 +12,6 @@ import torch
 
 from .blocks import token_positions
 from .equivariance import region_masks
-
-
-def _scores(pred: torch.Tensor, y: torch.Tensor,
-            y_fit_mean: torch.Tensor) -> Dict[str, float]:
-    """R^2 and mean absolute errors of ``pred`` (NaN for no tokens)."""
-    ss_res = (pred - y).pow(2).sum(0)
-    ss_tot = (y - y.mean(0)).pow(2).sum(0)
-    r2 = torch.where(ss_tot > 0, 1 - ss_res / ss_tot, float('nan'))
-    mae = (pred - y).abs().mean(0)
-    return dict(
-        r2=float(r2.mean()),
-        r2_row=float(r2[0]),
-        r2_col=float(r2[1]),
-        mae=float(mae.mean()),
-        mae_row=float(mae[0]),
-        mae_col=float(mae[1]),
-        mae_mean_guess=float((y - y_fit_mean).abs().mean()),
-        tokens=len(y))
 
 
 def position_probe(maps: torch.Tensor, border: int = 1,
@@ -56,22 +37,29 @@ def position_probe(maps: torch.Tensor, border: int = 1,
     if N < 2:
         raise ValueError(f'the probe needs at least 2 images (half to fit, '
                          f'half to test), got {N}')
-    n_fit = N // 2
+    n_fit = (N // 2) * H * W
     x = maps.permute(0, 2, 3, 1).reshape(-1, C).double()  # (N*H*W, C)
-    x_fit, x_test = x[:n_fit * H * W], x[n_fit * H * W:]
     y = token_positions(H, W).repeat(N, 1)
-    y_fit, y_test = y[:n_fit * H * W], y[n_fit * H * W:]
+    y_mean = y[:n_fit].mean(0)
     # closed-form ridge with intercept on standardised features
-    mean, std = x_fit.mean(0), x_fit.std(0)
-    std = torch.where(std > 1e-8, std, 1.)
-    xs = (x_fit - mean) / std
-    gram = xs.T @ xs + alpha * torch.eye(C, dtype=xs.dtype)
-    weight = torch.linalg.solve(gram, xs.T @ (y_fit - y_fit.mean(0)))
-    pred = ((x_test - mean) / std) @ weight + y_fit.mean(0)
+    mean, std = x[:n_fit].mean(0), x[:n_fit].std(0)
+    xs = (x - mean) / torch.where(std > 1e-8, std, 1.)
+    fit = xs[:n_fit]
+    weight = torch.linalg.solve(fit.T @ fit + alpha * torch.eye(C).double(),
+                                fit.T @ (y[:n_fit] - y_mean))
+    pred, y = xs[n_fit:] @ weight + y_mean, y[n_fit:]
     scores = {}
     # the regions of an unshifted map: all, interior and border tokens
     for region, mask in region_masks((H, W), 0, 0, 'zero', border).items():
-        held_out = mask.flatten().repeat(N - n_fit)
-        scores[region] = _scores(pred[held_out], y_test[held_out],
-                                 y_fit.mean(0))
+        held_out = mask.flatten().repeat(N - N // 2)
+        p, t = pred[held_out], y[held_out]
+        ss_tot = (t - t.mean(0)).pow(2).sum(0)
+        r2 = torch.where(ss_tot > 0,
+                         1 - (p - t).pow(2).sum(0) / ss_tot, float('nan'))
+        mae = (p - t).abs().mean(0)
+        scores[region] = dict(
+            r2=float(r2.mean()), r2_row=float(r2[0]), r2_col=float(r2[1]),
+            mae=float(mae.mean()), mae_row=float(mae[0]),
+            mae_col=float(mae[1]),
+            mae_mean_guess=float((t - y_mean).abs().mean()), tokens=len(t))
     return scores

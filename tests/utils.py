@@ -220,3 +220,45 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
         return s.getsockname()[1]
+
+
+KILL_HOOK = '''\
+import os
+import signal
+
+from mmengine.hooks import Hook
+from mmengine.registry import HOOKS
+
+
+@HOOKS.register_module()
+class KillHook(Hook):
+    priority = 'LOWEST'  # after the checkpoint and logger hooks
+
+    def __init__(self, after_iter):
+        self.after_iter = after_iter
+
+    def after_train_iter(self, runner, batch_idx, data_batch=None,
+                         outputs=None):
+        if runner.iter + 1 == self.after_iter:
+            os.kill(os.getpid(), signal.SIGKILL)
+'''
+
+
+def train_killed(tmp, config, work_dir, after_iter):
+    """tools/train.py on ``config``, SIGKILLed by itself after iteration
+    ``after_iter`` (counted from 1 over all epochs), once the checkpoint and
+    logger hooks have run: a crash that lands at the same place however slow
+    the machine is. ``tmp``: a folder for the hook's module and config."""
+    (tmp / 'kill_hook.py').write_text(KILL_HOOK)
+    killed = tmp / f'killed_after_{after_iter}.py'
+    killed.write_text(
+        f'_base_ = {str(config)!r}\n'
+        "custom_imports = dict(imports=['mmcpvt', 'kill_hook'])\n"
+        f"custom_hooks = [dict(type='KillHook', after_iter={after_iter})]\n")
+    env = dict(os.environ, OMP_NUM_THREADS='1', MKL_NUM_THREADS='1',
+               PYTHONPATH=os.pathsep.join(
+                   [str(tmp), os.environ.get('PYTHONPATH', '')]))
+    return subprocess.run(
+        [sys.executable, 'tools/train.py', str(killed), '--work-dir',
+         str(work_dir)], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=300)

@@ -62,16 +62,13 @@ def enable_visualization(cfg: Config, show_dir: str) -> None:
     """Turn on the library's visualization hook, saving to ``show_dir``."""
     hook = cfg.get('default_hooks', {}).get('visualization')
     if hook is None:
-        raise SystemExit(
-            'test.py: error: --show-dir needs a visualization hook in '
-            'default_hooks (e.g. visualization=dict(type='
-            '"VisualizationHook")), and the config has none')
+        raise ValueError(
+            '--show-dir needs a visualization hook in default_hooks (e.g. '
+            'visualization=dict(type="VisualizationHook")), and the config '
+            'has none')
     scope = cfg.get('default_scope', None)
-    try:  # (mmdet puts a relative one in a new folder of the work dir)
-        if scope != 'mmdet' or osp.isabs(show_dir):
-            check_output_dir('--show-dir', show_dir, 'drawn predictions')
-    except ValueError as e:
-        raise SystemExit(f'test.py: error: {e}') from None
+    if scope != 'mmdet' or osp.isabs(show_dir):  # (mmdet: in the work dir)
+        check_output_dir('--show-dir', show_dir, 'drawn predictions')
     if scope == 'mmpretrain':
         # every image (the hook's default is one in 5000)
         hook.update(enable=True, out_dir=show_dir, interval=1)
@@ -81,9 +78,9 @@ def enable_visualization(cfg: Config, show_dir: str) -> None:
         hook.update(draw=True)
         cfg.visualizer['save_dir'] = show_dir
     else:
-        raise SystemExit(
-            f'test.py: error: --show-dir supports the mmpretrain, mmdet and '
-            f'mmseg scopes; the config\'s default_scope is {scope!r}')
+        raise ValueError(f'--show-dir supports the mmpretrain, mmdet and '
+                         f'mmseg scopes; the config\'s default_scope is '
+                         f'{scope!r}')
 
 
 # what --out may name: predictions are pickled, metrics dumped by mmengine
@@ -91,53 +88,48 @@ OUT_FORMATS = dict(pred=('.pkl', '.pickle'),
                    metrics=('.json', '.yaml', '.yml', '.pkl', '.pickle'))
 
 
-def inputs(cfg: Config, args) -> list:
-    """What the test reads, which no output may overwrite: the checkpoint,
-    the config, the test set's annotation file and image / label folders
-    and the evaluator's annotation file."""
+def check_out(cfg: Config, args, scope: str) -> None:
+    """Refuse an ``--out`` that cannot take what the run writes (a file, or
+    mmseg's directory of maps, of the formats allowed) or is one of the
+    files the test reads: the checkpoint, the config, the test set's
+    annotation file and folders, the evaluator's annotation file."""
     dataset = cfg.get('test_dataloader', {}).get('dataset', {})
-    data = [dataset.get('ann_file'), *(dataset.get('data_prefix') or {
-    }).values()]
+    data = [dataset.get('ann_file'),
+            *(dataset.get('data_prefix') or {}).values()]
     evaluators = cfg.get('test_evaluator') or []
-    return [args.checkpoint, args.config] + [
+    read = [args.checkpoint, args.config] + [
         osp.join(dataset.get('data_root') or '', p) for p in data
         if isinstance(p, str) and p
     ] + [e.get('ann_file') for e in (
         evaluators if isinstance(evaluators, list) else [evaluators])]
-
-
-def check_out(out: str, item: str, scope: str, read=()) -> None:
-    """SystemExit for an ``--out`` that cannot be written: a directory (or
-    a path under a file or in a folder that cannot be written) where a file
-    is written, a file where mmseg writes a directory of maps, a file name
-    of another format, one of the files the test reads (``read``)."""
-    formats = OUT_FORMATS[item]
-    try:
-        if item == 'pred' and scope == 'mmseg':  # a directory of maps
-            check_output_dir('--out', out, "mmseg's prediction maps", read)
-        else:
-            check_output('--out', out, f'results{formats[0]}', read)
-            if not out.endswith(formats):
-                raise ValueError(f'--out {out}: with --out-item {item} it '
-                                 f'takes a file name ending in '
-                                 f'{", ".join(formats)}')
-    except ValueError as e:
-        raise SystemExit(f'test.py: error: {e}') from None
+    formats = OUT_FORMATS[args.out_item]
+    if args.out_item == 'pred' and scope == 'mmseg':
+        check_output_dir('--out', args.out, "mmseg's prediction maps", read)
+        return
+    check_output('--out', args.out, f'results{formats[0]}', read)
+    if not args.out.endswith(formats):
+        raise ValueError(f'--out {args.out}: with --out-item {args.out_item} '
+                         f'it takes a file name ending in '
+                         f'{", ".join(formats)}')
 
 
 def merge_args(cfg: Config, args) -> Config:
-    """Apply the command line to ``cfg``; SystemExit on unusable options."""
+    """Apply the command line to ``cfg``; SystemExit on unusable options,
+    before the test runs."""
     cfg = cli.apply_common_args(cfg, args.config, args.work_dir,
                                 args.launcher, args.cfg_options)
     cfg.load_from = args.checkpoint
     # a user's own config on CUDA: NMS needs mmcv's CUDA ops, refused early
     cfg.setdefault('default_hooks', {})
     cfg.default_hooks.setdefault('cuda_ops', cli.MMCPVT_HOOKS['cuda_ops'])
-    if args.show_dir:
-        enable_visualization(cfg, args.show_dir)
     scope = cfg.get('default_scope', None)
-    if args.out:  # refused before the test runs, not after it
-        check_out(args.out, args.out_item, scope, inputs(cfg, args))
+    try:
+        if args.show_dir:
+            enable_visualization(cfg, args.show_dir)
+        if args.out:
+            check_out(cfg, args, scope)
+    except ValueError as e:
+        raise SystemExit(f'test.py: error: {e}') from None
     if args.out and args.out_item == 'pred':
         if scope == 'mmseg':
             # mmseg's IoUMetric writes prediction maps into a directory.

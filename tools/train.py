@@ -21,7 +21,7 @@ from mmengine.config import Config
 from mmcpvt.apis import cli
 from mmcpvt.apis.cfg_options import parse_cfg_options
 from mmcpvt.apis.cpu_dist import has_accelerator
-from mmcpvt.apis.resume import checkpoint_problem, resume_latest
+from mmcpvt.apis.resume import set_resume
 from mmcpvt.engine import CheckpointFitHook, WorkDirLockHook
 from mmcpvt.utils.checkpoint import require_file
 
@@ -95,17 +95,8 @@ def merge_args(cfg: Config, args) -> Config:
                         'base_batch_size=N' if isinstance(given, dict) else
                         f' to {args.config}'))
         cfg.auto_scale_lr.enable = True
-    if args.resume == 'auto':
-        resume_latest(cfg)
-    elif args.resume is not None:
-        problem = (None if '://' in args.resume else
-                   checkpoint_problem(args.resume))
-        if problem is not None:
-            raise SystemExit(
-                f'train.py: error: --resume {args.resume}: cannot resume from '
-                f'it: {problem}. Pass another checkpoint, or --resume without '
-                'a path to resume from the newest intact one of the work dir')
-        cfg.resume, cfg.load_from = True, args.resume
+    if args.resume is not None:
+        set_resume(cfg, args.resume)
     return cfg
 
 
@@ -116,8 +107,16 @@ def main(argv=None):
         # cuBLAS refuses deterministic algorithms without it (PyTorch's
         # "Reproducibility" notes); read when CUDA starts
         os.environ.setdefault('CUBLAS_WORKSPACE_CONFIG', ':4096:8')
-    # before the runner writes the config into the work dir (rank 0)
-    lock = None if rank(cfg.launcher) else acquire_lock(cfg.work_dir)
+    # rank 0 locks before the runner writes the config into the work dir
+    # (the launcher's variable: no process group exists yet)
+    rank = dict(pytorch='RANK', slurm='SLURM_PROCID',
+                mpi='OMPI_COMM_WORLD_RANK').get(cfg.launcher)
+    lock = None
+    if not int(os.environ.get(rank, 0) if rank else 0):
+        try:
+            lock = WorkDirLockHook.acquire(cfg.work_dir)
+        except RuntimeError as e:
+            raise SystemExit(f'train.py: error: {e}') from None
     try:
         runner = cli.build_runner(cfg)
         resume = cfg.get('load_from') if cfg.get('resume', False) else None
@@ -132,23 +131,6 @@ def main(argv=None):
     finally:
         if lock is not None:
             WorkDirLockHook.release(lock)
-
-
-def rank(launcher: str) -> int:
-    """This process's rank, from what the launcher set (before any process
-    group exists)."""
-    variable = dict(pytorch='RANK', slurm='SLURM_PROCID',
-                    mpi='OMPI_COMM_WORLD_RANK').get(launcher)
-    return int(os.environ.get(variable, 0)) if variable else 0
-
-
-def acquire_lock(work_dir: str) -> str:
-    """:meth:`WorkDirLockHook.acquire`; SystemExit if the work dir is in
-    use."""
-    try:
-        return WorkDirLockHook.acquire(work_dir)
-    except RuntimeError as e:
-        raise SystemExit(f'train.py: error: {e}') from None
 
 
 if __name__ == '__main__':

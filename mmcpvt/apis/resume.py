@@ -1,5 +1,5 @@
-"""What ``tools/train.py --resume`` without a path does: pick the newest
-intact checkpoint of the work dir."""
+"""``tools/train.py --resume [PATH]``: a checkpoint that can be resumed
+from, by default the newest intact one of the work dir."""
 import logging
 import os
 import os.path as osp
@@ -18,6 +18,8 @@ def _warn(message: str) -> None:
 
 def checkpoint_problem(path: str):
     """What is wrong with the checkpoint file ``path``, or None."""
+    if not osp.isfile(path):
+        return 'the file does not exist'
     try:
         check_checkpoint(path, state_dict=True)
     except CheckpointError as e:
@@ -25,13 +27,26 @@ def checkpoint_problem(path: str):
     return None
 
 
+def set_resume(cfg: Config, path: str) -> None:
+    """Resume from ``path`` (a file, a URL or 'auto': see
+    :func:`resume_latest`); SystemExit for a damaged file."""
+    if path == 'auto':
+        return resume_latest(cfg)
+    problem = None if '://' in path else checkpoint_problem(path)
+    if problem is not None:
+        raise SystemExit(
+            f'train.py: error: --resume {path}: cannot resume from it: '
+            f'{problem}. Pass another checkpoint, or --resume without a '
+            'path to resume from the newest intact one of the work dir')
+    cfg.resume, cfg.load_from = True, path
+
+
 def resume_latest(cfg: Config) -> None:
-    """``--resume`` without a path: the checkpoint named in the work dir's
-    ``last_checkpoint`` (the one of this work dir if the record names
-    another: a copied or moved work dir), else the newest intact
-    ``epoch_N.pth`` / ``iter_N.pth`` (highest N: a copied work dir keeps
-    names, not times), with a warning; none at all is a fresh start (from
-    ``load_from`` if the config has one)."""
+    """The checkpoint named in the work dir's ``last_checkpoint`` (the one
+    of this work dir if the record names another: a copied or moved work
+    dir), else the newest intact ``epoch_N.pth`` / ``iter_N.pth`` (highest
+    N: a copied work dir keeps names, not times), with a warning; none at
+    all is a fresh start (from ``load_from`` if the config has one)."""
     work_dir, record = cfg.work_dir, osp.join(cfg.work_dir, 'last_checkpoint')
     numbered = sorted(
         (int(m.group(1)), osp.join(work_dir, name))
@@ -60,8 +75,7 @@ def resume_latest(cfg: Config) -> None:
         return
     damaged = []
     for path in candidates:
-        problem = (checkpoint_problem(path) if osp.isfile(path) else
-                   'the file does not exist')
+        problem = checkpoint_problem(path)
         if problem is None:
             break
         damaged.append((path, problem))

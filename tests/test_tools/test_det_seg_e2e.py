@@ -18,8 +18,6 @@ and optimizer state, equals the uninterrupted run's.
 import os
 import os.path as osp
 import re
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -27,7 +25,7 @@ import torch
 import mmcpvt  # noqa: F401  (allow-lists mmengine's checkpoint types)
 from mmcpvt.datasets.synthetic.ade20k import make_ade20k
 from mmcpvt.datasets.synthetic.coco import coco_classes, make_coco
-from tests.utils import ROOT, explain, run_tool, runner_logs
+from tests.utils import ROOT, explain, run_tool, runner_logs, train_killed
 
 K = 3
 DET_BASE = osp.join(ROOT, 'configs', 'retinanet_pvt_tiny_peg_1x_coco.py')
@@ -128,35 +126,6 @@ param_scheduler = [
 default_hooks = dict(
     logger=dict(interval=1), checkpoint=dict(interval=2))
 randomness = dict(seed=0)
-"""
-
-# The segmentation run to kill: SIGKILL after iteration 3, between the saves
-# of iter_2 and iter_4 (no poll of a child: the kill lands there however
-# slow the machine is).
-KILLED_CONFIG = """\
-_base_ = {config!r}
-custom_imports = dict(imports=['mmcpvt', 'kill_hook'])
-custom_hooks = [dict(type='KillHook', after_iter=3)]
-"""
-KILL_HOOK = """\
-import os
-import signal
-
-from mmengine.hooks import Hook
-from mmengine.registry import HOOKS
-
-
-@HOOKS.register_module()
-class KillHook(Hook):
-    priority = 'LOWEST'  # after the checkpoint and logger hooks
-
-    def __init__(self, after_iter):
-        self.after_iter = after_iter
-
-    def after_train_iter(self, runner, batch_idx, data_batch=None,
-                         outputs=None):
-        if runner.iter + 1 == self.after_iter:
-            os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
@@ -263,17 +232,8 @@ def test_semantic_fpn_killed_between_saves_resumes_exactly(seg_run):
     checkpoints of iterations 4 and 6 equal the uninterrupted run's in every
     tensor, weights and AdamW's moments alike."""
     tmp, config, uninterrupted = seg_run
-    (tmp / 'kill_hook.py').write_text(KILL_HOOK)
-    killed = tmp / 'fpn_tiny_killed.py'
-    killed.write_text(KILLED_CONFIG.format(config=config))
     work_dir = str(tmp / 'killed')
-    env = dict(os.environ, OMP_NUM_THREADS='1', MKL_NUM_THREADS='1',
-               PYTHONPATH=os.pathsep.join(
-                   [str(tmp), os.environ.get('PYTHONPATH', '')]))
-    proc = subprocess.run(
-        [sys.executable, 'tools/train.py', str(killed), '--work-dir',
-         work_dir], cwd=ROOT, env=env, capture_output=True, text=True,
-        timeout=300)
+    proc = train_killed(tmp, config, work_dir, after_iter=3)
     assert proc.returncode == -9, explain(proc)
     assert sorted(p for p in os.listdir(work_dir) if p.endswith('.pth')) \
         == ['iter_2.pth']
@@ -299,7 +259,8 @@ def test_mmdet_own_train_py_runs_our_hooks(tmp_path):
     """mmdet's own tools/train.py on one of our configs (no mmcpvt tool
     involved): the config names our hooks, so the work-dir lock, the
     weights-only checkpoint check and atomic saving are active there too."""
-    import os
+    import socket
+
     import mmdet
     mmdet_train = osp.join(osp.dirname(mmdet.__file__), '.mim', 'tools',
                            'train.py')
@@ -311,7 +272,6 @@ def test_mmdet_own_train_py_runs_our_hooks(tmp_path):
     # a training holds the work dir (this process stands for it)
     work_dir.mkdir()
     lock = work_dir / '.train.lock'
-    import socket
     lock.write_text(f'{socket.gethostname()} {os.getpid()}')
     dumped = work_dir / config.name
     dumped.write_text("# the running training's config\n")

@@ -1,20 +1,15 @@
 """The launch scripts, run as a user runs them.
 
 ``bash tools/dist_train.sh CONFIG 2`` trains with two gloo processes on the
-CPU (no GPU is visible to them), two images each, and must follow one
-process of ``tools/train.py`` with four images per iteration: the same
-losses and the same weights, up to float rounding. Why they must agree:
-DefaultSampler(shuffle=False) gives rank r the samples r, r + 2, ... of the
-global order, so each iteration the two ranks together see the four images
-the single process sees; the loss is a mean over the batch and DDP averages
-the gradients of the ranks, so the step is the same; and the model has no
-BatchNorm, dropout, drop path or random augmentation. Then
-``tools/dist_test.sh`` with two processes predicts what the model predicts
-in one process, in the data set's order.
-
-The other tests: every shell script parses (``bash -n``); the Slurm scripts
-hand srun (a fake that records its arguments) what mmdet's do; the scripts'
-choice of python.
+CPU, two images each, and must follow one process of ``tools/train.py`` with
+four images per iteration: the same losses and weights up to float
+rounding. (DefaultSampler(shuffle=False) gives rank r the samples r, r + 2,
+... of the global order; the loss is a mean over the batch and DDP averages
+the ranks' gradients; the model has no BatchNorm, dropout, drop path or
+random augmentation.) ``tools/dist_test.sh`` with two processes predicts
+what one process predicts, in the data set's order. Also: every shell
+script parses, the Slurm scripts hand srun (a fake) what mmdet's do, and the
+scripts' choice of python.
 """
 import glob
 import os
@@ -195,49 +190,27 @@ def test_dist_train_on_cpu_matches_one_process(runs):
     assert moved > 100 * ATOL
 
 
-def _predict(config, ckpt):
-    """The scores of the test set, in its order, from the model in this
-    process: the reference for tools/dist_test.sh."""
-    import torch
-    from mmengine.config import Config
-    from mmengine.dataset import pseudo_collate
-    from mmengine.registry import init_default_scope
-    from mmengine.runner import load_checkpoint
-    from mmpretrain.registry import DATASETS, MODELS
-
-    import mmcpvt  # noqa: F401  (registers CPVT)
-    cfg = Config.fromfile(config)
-    init_default_scope('mmpretrain')
-    # the runner gives the model the config's top-level data_preprocessor
-    cfg.model.setdefault('data_preprocessor', cfg.data_preprocessor)
-    model = MODELS.build(cfg.model).eval()
-    load_checkpoint(model, ckpt, map_location='cpu')
-    dataset = DATASETS.build(cfg.test_dataloader.dataset)
-    with torch.no_grad():
-        preds = model.test_step(
-            pseudo_collate([dataset[i] for i in range(len(dataset))]))
-    return [p.pred_score for p in preds]
-
-
 def test_dist_test_on_cpu_matches_one_process(runs, tmp_path):
-    """Two processes predict what the model predicts in one, in the data
-    set's order: the results gathered from the ranks are put back in
-    order."""
+    """Two processes predict what one process of tools/test.py predicts,
+    in the data set's order: the results gathered from the ranks are put
+    back in order."""
     config, ckpt = runs['config'], osp.join(runs['two'], 'epoch_2.pth')
-    out = str(tmp_path / 'preds.pkl')
-    proc = _bash('tools/dist_test.sh', config, ckpt, '2', '--work-dir',
-                 str(tmp_path / 'test'), '--out', out,
-                 env=_env(PORT=str(free_port())))
-    assert proc.returncode == 0, explain(proc)
-    assert re.search(r'accuracy/top1: [\d.]+', proc.stdout), explain(proc)
-
-    with open(out, 'rb') as f:
-        preds = pickle.load(f)
-    expected = _predict(config, ckpt)
-    assert len(preds) == len(expected) == NUM_CLASSES * 3
-    assert [p['sample_idx'] for p in preds] == list(range(len(expected)))
-    for pred, scores in zip(preds, expected):
-        assert (pred['pred_score'] - scores).abs().max() < ATOL
+    preds = {}
+    for n in (1, 2):
+        out = str(tmp_path / f'preds{n}.pkl')
+        args = [config, ckpt, '--work-dir', str(tmp_path / f'test{n}'),
+                '--out', out]
+        proc = (run_tool('tools/test.py', *args) if n == 1 else
+                _bash('tools/dist_test.sh', *args[:2], '2', *args[2:],
+                      env=_env(PORT=str(free_port()))))
+        assert proc.returncode == 0, explain(proc)
+        assert re.search(r'accuracy/top1: [\d.]+', proc.stdout), explain(proc)
+        with open(out, 'rb') as f:
+            preds[n] = pickle.load(f)
+    assert len(preds[2]) == NUM_CLASSES * 3
+    assert [p['sample_idx'] for p in preds[2]] == list(range(len(preds[2])))
+    for two, one in zip(preds[2], preds[1]):
+        assert (two['pred_score'] - one['pred_score']).abs().max() < ATOL
 
 
 SCRIPTS = ('dist_train.sh', 'dist_test.sh', 'slurm_train.sh',

@@ -1,4 +1,5 @@
-"""``tools/train.py --resume`` after a crash.
+"""``tools/train.py --resume`` after a crash, and ``tools/test.py`` on the
+trained checkpoint.
 
 A run killed with SIGKILL in the middle of an epoch and resumed with
 ``--resume`` ends with the weights of a run that was never interrupted (the
@@ -18,9 +19,7 @@ import os.path as osp
 import re
 import shutil
 import signal
-import subprocess
-import sys
-import time
+import socket
 
 import pytest
 import torch
@@ -28,7 +27,8 @@ import torch
 import mmcpvt  # noqa: F401  (allow-lists mmengine's checkpoint types)
 from mmcpvt.apis import resume
 from mmcpvt.datasets.synthetic.imagenet import make_imagenet
-from tests.utils import ROOT, explain, load_script, run_tool
+from tests.utils import (ROOT, explain, load_script, run_tool, runner_logs,
+                         train_killed)
 
 BASE_CONFIG = osp.join(ROOT, 'configs', 'cpvt', 'cpvt-tiny_4xb256_in1k.py')
 
@@ -74,39 +74,6 @@ default_hooks = dict(logger=dict(interval=1))
 randomness = dict(seed=3, deterministic=True)
 """
 
-# The run to kill: the same config, plus a hook that stops it in the middle
-# of epoch 2 (after 2 of its 4 iterations; epoch_1.pth is saved) until the
-# test kills it, so that the kill lands there however slow the machine is.
-PAUSE_CONFIG = """\
-_base_ = {config!r}
-custom_imports = dict(imports=['mmcpvt', 'pause_hook'])
-custom_hooks = [dict(type='PauseHook', marker={marker!r})]
-"""
-PAUSE_HOOK = """\
-import time
-
-from mmengine.hooks import Hook
-from mmengine.registry import HOOKS
-
-
-@HOOKS.register_module()
-class PauseHook(Hook):
-    priority = 'LOWEST'  # after the logger has written the iteration
-
-    def __init__(self, marker):
-        self.marker = marker
-
-    def after_train_iter(self, runner, batch_idx, data_batch=None,
-                         outputs=None):
-        if runner.epoch == 1 and batch_idx == 1:
-            open(self.marker, 'w').close()
-            time.sleep(3600)
-"""
-
-
-def load_train():
-    return load_script('tools/train.py')
-
 
 @pytest.fixture(scope='module')
 def tiny(tmp_path_factory):
@@ -117,17 +84,13 @@ def tiny(tmp_path_factory):
     config = tmp / 'cpvt_tiny_resume.py'
     config.write_text(TEST_CONFIG.format(base=BASE_CONFIG,
                                          data_root=data_root))
-    (tmp / 'pause_hook.py').write_text(PAUSE_HOOK)
-    pause = tmp / 'cpvt_tiny_resume_paused.py'
-    pause.write_text(PAUSE_CONFIG.format(config=str(config),
-                                         marker=str(tmp / 'paused')))
-    return tmp, str(config), str(pause)
+    return tmp, str(config)
 
 
 @pytest.fixture(scope='module')
 def uninterrupted(tiny):
     """Run A: 3 epochs without interruption; its work dir."""
-    tmp, config, _ = tiny
+    tmp, config = tiny
     work_dir = str(tmp / 'uninterrupted')
     proc = run_tool('tools/train.py', config, '--work-dir', work_dir)
     assert proc.returncode == 0, explain(proc)
@@ -145,43 +108,17 @@ def run_logs(work_dir):
         glob.glob(osp.join(work_dir, '2*', '2*.log')))]
 
 
-def kill_mid_epoch(tmp, pause, work_dir):
-    """Start training with ``pause``, SIGKILL it in the middle of epoch 2."""
-    env = dict(os.environ, OMP_NUM_THREADS='1', MKL_NUM_THREADS='1',
-               PYTHONPATH=os.pathsep.join(
-                   [str(tmp), os.environ.get('PYTHONPATH', '')]))
-    marker = tmp / 'paused'
-    with open(tmp / 'killed.out', 'w') as out:
-        proc = subprocess.Popen(
-            [sys.executable, 'tools/train.py', pause, '--work-dir',
-             work_dir], cwd=ROOT, env=env, stdout=out, stderr=out)
-        try:
-            deadline = time.monotonic() + 300
-            while not marker.exists():
-                assert proc.poll() is None, (
-                    'the run to kill ended by itself:\n' +
-                    (tmp / 'killed.out').read_text()[-3000:])
-                assert time.monotonic() < deadline, 'never reached epoch 2'
-                time.sleep(0.2)
-            # mid-epoch: epoch 1 saved and named in last_checkpoint,
-            # epoch 2 not
-            assert osp.isfile(osp.join(work_dir, 'epoch_1.pth'))
-            with open(osp.join(work_dir, 'last_checkpoint')) as f:
-                assert f.read().strip().endswith('epoch_1.pth')
-            assert not osp.exists(osp.join(work_dir, 'epoch_2.pth'))
-            os.kill(proc.pid, signal.SIGKILL)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait(60)
-    assert proc.returncode == -signal.SIGKILL
-
-
 def test_kill_mid_epoch_then_resume_gives_uninterrupted_weights(
         tiny, uninterrupted):
-    tmp, config, pause = tiny
+    tmp, config = tiny
     work_dir = str(tmp / 'killed')
-    kill_mid_epoch(tmp, pause, work_dir)
+    # in the middle of epoch 2, after 2 of its 4 iterations
+    proc = train_killed(tmp, config, work_dir, after_iter=6)
+    assert proc.returncode == -signal.SIGKILL, explain(proc)
+    # epoch 1 saved and named in last_checkpoint, epoch 2 not
+    with open(osp.join(work_dir, 'last_checkpoint')) as f:
+        assert f.read().strip().endswith('epoch_1.pth')
+    assert not osp.exists(osp.join(work_dir, 'epoch_2.pth'))
     killed_log, = run_logs(work_dir)
     assert re.search(r'Epoch\(train\)\s+\[2\]\[2/4\]', killed_log)
 
@@ -211,6 +148,42 @@ def test_kill_mid_epoch_then_resume_gives_uninterrupted_weights(
     assert any(not torch.equal(start[k], expected[k]) for k in expected)
 
 
+def test_trained_checkpoint_is_validated_and_tested(tiny, uninterrupted,
+                                                    tmp_path):
+    """tools/test.py on the trained checkpoint, beside a training of its
+    work dir (this process stands for it), leaves the training's lock alone;
+    a checkpoint of a deeper model (one encoder more) is refused, not tested
+    on the encoders that fit (it reported a top-1)."""
+    _, config = tiny
+    assert re.search(r'Epoch\(val\) \[3\]\[\d+/\d+\]\s+accuracy/top1: '
+                     r'[\d.]+', runner_logs(uninterrupted))
+    test_dir = tmp_path / 'test'
+    test_dir.mkdir()
+    me = f'{socket.gethostname()} {os.getpid()}'
+    (test_dir / '.train.lock').write_text(me)
+    ckpt = osp.join(uninterrupted, 'epoch_3.pth')
+    proc = run_tool('tools/test.py', config, ckpt, '--work-dir', str(test_dir))
+    assert proc.returncode == 0, explain(proc)
+    assert re.search(r'accuracy/top1: [\d.]+', proc.stdout), explain(proc)
+    assert (test_dir / '.train.lock').read_text() == me
+
+    state = state_dict(ckpt)
+    state.update({k.replace('layers.1.', 'layers.2.'): v
+                  for k, v in state.items() if '.layers.1.' in k})
+    deeper = str(tmp_path / 'deeper.pth')
+    torch.save({'state_dict': state}, deeper)
+    proc = run_tool('tools/test.py', config, deeper, '--work-dir',
+                    str(test_dir))
+    assert proc.returncode == 1, explain(proc)
+    assert (f'test.py: error: {deeper} does not fit the model of {config}: '
+            'the checkpoint is not one of the CPVT backbone (keys '
+            'backbone.*): it has 12 tensors that the CPVT backbone lacks'
+            ) in proc.stderr, explain(proc)
+    assert 'a checkpoint of another depth: the checkpoint has layers.2 ' \
+        'that the model lacks' in proc.stderr
+    assert 'accuracy' not in proc.stdout
+
+
 DAMAGES = ['empty', 'truncated', 'garbage']
 
 
@@ -228,7 +201,7 @@ def damage(path, how):
 @pytest.fixture
 def train_tool(monkeypatch):
     """tools/train.py in-process, its warnings recorded."""
-    train = load_train()
+    train = load_script('tools/train.py')
     train.warnings = []
     monkeypatch.setattr(
         resume, 'print_log',
@@ -246,7 +219,7 @@ def copy_work_dir(source, work_dir):
 @pytest.mark.parametrize('how', DAMAGES)
 def test_resume_steps_over_damaged_latest(how, tiny, uninterrupted,
                                           tmp_path, train_tool):
-    _, config, _ = tiny
+    _, config = tiny
     work_dir = str(tmp_path / 'work')
     copy_work_dir(uninterrupted, work_dir)
     latest = osp.join(work_dir, 'epoch_3.pth')
@@ -280,7 +253,7 @@ def test_resume_without_last_checkpoint_takes_newest(tiny, uninterrupted,
     """``last_checkpoint`` missing (the run died before writing it, or it
     was deleted), checkpoints present: the newest of them, not a restart
     that would overwrite them."""
-    _, config, _ = tiny
+    _, config = tiny
     work_dir = str(tmp_path / 'work')
     copy_work_dir(uninterrupted, work_dir)
     os.remove(osp.join(work_dir, 'last_checkpoint'))
@@ -296,7 +269,7 @@ def test_resume_in_a_copied_work_dir_stays_there(tiny, uninterrupted,
     """``last_checkpoint`` holds an absolute path: in a copied work dir it
     names the original's checkpoint. Resuming takes this work dir's copy,
     with a warning, never the other directory's file."""
-    _, config, _ = tiny
+    _, config = tiny
     work_dir = str(tmp_path / 'copy')
     shutil.copytree(uninterrupted, work_dir,
                     ignore=shutil.ignore_patterns('2*'))
@@ -313,7 +286,7 @@ def test_first_resume_starts_from_load_from(tiny, uninterrupted, tmp_path,
     """A job that always passes ``--resume`` (preemptible), first launch:
     nothing to resume, so the config's ``load_from`` is loaded (mmengine
     would drop it and start from random weights)."""
-    _, config, _ = tiny
+    _, config = tiny
     pretrained = osp.join(uninterrupted, 'epoch_1.pth')
     args = train_tool.parse_args([
         config, '--work-dir', str(tmp_path / 'new'), '--resume',
@@ -330,7 +303,7 @@ def test_first_resume_starts_from_load_from(tiny, uninterrupted, tmp_path,
 @pytest.mark.parametrize('how', DAMAGES)
 def test_explicit_damaged_resume_is_named(how, tiny, uninterrupted,
                                           tmp_path, train_tool):
-    _, config, _ = tiny
+    _, config = tiny
     path = str(tmp_path / 'epoch_2.pth')
     shutil.copy(osp.join(uninterrupted, 'epoch_2.pth'), path)
     damage(path, how)
@@ -360,7 +333,7 @@ def test_resume_from_another_model_is_refused(tiny, uninterrupted,
     train on with the rest at random; so does one with tensors the model
     lacks (a deeper backbone), which torch's optimizer refused later with
     "different number of parameter groups"."""
-    _, config, _ = tiny
+    _, config = tiny
     ckpt = osp.join(uninterrupted, 'epoch_1.pth')
     proc = run_tool('tools/train.py', config, '--work-dir',
                     str(tmp_path / 'work'), '--resume', ckpt,

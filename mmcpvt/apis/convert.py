@@ -1,16 +1,8 @@
-"""Converting checkpoint files: the file handling shared by
-``tools/model_converters/*2mmcpvt.py`` (the key conversions:
-:mod:`mmcpvt.utils.convert`) and ``publish_model.py``.
-
-Reads torch checkpoints (``.pth`` / ``.pt`` / ``.bin``, written by
-``torch.save``) with ``weights_only=True`` (mmcpvt's loader: a file whose
-pickle would run code is refused, an empty or truncated one explained), and
-``.safetensors`` files (timm's hub format), which ``torch.load`` reads through
-the ``safetensors`` package. What a file holds must be a state dict (a dict
-of tensors, or a dict whose ``state_dict`` / ``model`` is one). The
-destination is checked before anything is read (not the source, not a
-directory, not under a file), and written atomically (never half a file).
-"""
+"""The file handling of ``tools/model_converters/`` (the key conversions:
+:mod:`mmcpvt.utils.convert`): torch checkpoints read with
+``weights_only=True`` and ``.safetensors`` files (timm's hub format) in,
+holding a state dict; the destination checked before anything is read and
+written atomically (never half a file)."""
 import io
 import os.path as osp
 
@@ -42,16 +34,18 @@ def load_checkpoint(path: str) -> dict:
 
 def convert_file(src: str, dst: str, family: str, **kwargs) -> str:
     """Convert the checkpoint file ``src`` of ``family`` into an mmcpvt
-    classifier checkpoint at ``dst``, with a progress bar over the tensors
-    for files of ``PROGRESS_MIN_BYTES`` or more; returns the report's
-    summary and where it saved. FileNotFoundError or ValueError (a
-    CheckpointError) for a file that it cannot convert."""
-    stem = osp.splitext(osp.basename(src))[0]
-    check_output('dst', dst, f'{stem}_mmcpvt.pth', inputs=[src])
-    checkpoint = state_dict_of(load_checkpoint(src), src)
-    converted, report = CONVERTERS[family](
-        checkpoint, progress=osp.getsize(src) >= PROGRESS_MIN_BYTES,
-        **kwargs)
+    classifier checkpoint at ``dst`` (a progress bar over the tensors from
+    ``PROGRESS_MIN_BYTES`` on); returns the report and where it saved.
+    SystemExit for a file that it cannot convert."""
+    try:
+        stem = osp.splitext(osp.basename(src))[0]
+        check_output('dst', dst, f'{stem}_mmcpvt.pth', inputs=[src])
+        checkpoint = state_dict_of(load_checkpoint(src), src)
+        converted, report = CONVERTERS[family](
+            checkpoint, progress=osp.getsize(src) >= PROGRESS_MIN_BYTES,
+            **kwargs)
+    except (FileNotFoundError, ValueError) as e:  # CheckpointError included
+        raise SystemExit(f'error: {e}')
     with io.BytesIO() as f:
         torch.save({'state_dict': converted,
                     'meta': {'converted_from': src, 'family': family}}, f)

@@ -1,8 +1,6 @@
-"""Models from configs, for the tools: built by the library's own function
-that the config's ``default_scope`` names (``mmpretrain.apis.init_model``,
-``mmdet.apis.init_detector`` or ``mmseg.apis.init_model``), then
-initialised and loaded by :func:`build_model`.
-"""
+"""Models from configs, for the tools: built by the init function of the
+library that the config's ``default_scope`` names, then initialised and
+loaded (:func:`build_model`)."""
 import copy
 import importlib
 import warnings
@@ -28,8 +26,8 @@ INIT_FUNCTIONS = {
 
 @contextmanager
 def quiet_logs(level: str = 'WARNING'):
-    """Raise the level of mmengine's current logger for a while (model
-    initialisation reports every tensor at INFO)."""
+    """mmengine's current logger at ``level`` for a while (initialisation
+    reports every tensor at INFO)."""
     logger = MMLogger.get_current_instance()
     old = logger.level
     logger.setLevel(level)
@@ -57,17 +55,16 @@ def _drop_pretrained(cfg):
 
 
 def init_model(cfg: Config, pretrained: bool = False) -> nn.Module:
-    """The model of ``cfg`` on the CPU from its library's init function (no
-    ``init_weights``), the config's scope made the default one; ``Pretrained``
-    init_cfg entries are dropped unless ``pretrained``."""
+    """The model of ``cfg`` on the CPU, not initialised, from its library's
+    init function (the scope made the default one, which mmdet's and mmseg's
+    functions leave, for the config's pipelines and data sets);
+    ``Pretrained`` init_cfg entries are dropped unless ``pretrained``."""
     scope = cfg.get('default_scope', None) or 'mmpretrain'
     if scope not in INIT_FUNCTIONS:
         raise ValueError(f'the config\'s default_scope is {scope!r}; models '
                          f'are built for {", ".join(INIT_FUNCTIONS)} configs')
     module, name = INIT_FUNCTIONS[scope]
     init_fn = getattr(importlib.import_module(module), name)
-    # the scope stays, as mmdet's and mmseg's functions leave it, for the
-    # config's pipelines and data sets
     init_default_scope(scope)
     cfg = copy.deepcopy(cfg)
     if not pretrained:
@@ -87,18 +84,11 @@ def build_model(config: Union[str, Config],
                 seed: Optional[int] = 0,
                 pretrained: bool = False,
                 cfg_options: Optional[dict] = None):
-    """``(model, cfg, report)``: the model of a classifier, detector or
-    segmentor config (``--cfg-options`` merged: a misspelt key is a
-    ValueError) in eval mode on ``device``, built by :func:`init_model`,
-    then ``init_weights`` and the checkpoint; ``report`` is
-    :func:`load_weights`'s (None without one).
-
-    The weights are the checkpoint's, or the config's random initialisation
-    without one; ``Pretrained`` init_cfg entries are loaded only with
-    ``pretrained``, as training would. Building and initialisation draw
-    from a generator seeded with ``seed``, leaving the caller's random
-    state as it was; with None they draw from (and advance) the global one.
-    """
+    """``(model, cfg, report)``: the model of ``config`` (``cfg_options``
+    merged) in eval mode on ``device``: :func:`init_model`, ``init_weights``
+    and the checkpoint (``report``: :func:`load_weights`'s, or None).
+    Building draws from a generator seeded with ``seed``, leaving the
+    caller's random state as it was; with None, from the global one."""
     cfg = config
     if not isinstance(cfg, Config):
         require_file(cfg, 'config')

@@ -25,11 +25,8 @@ def main(argv=None):
         '--drop-pos-embed', action='store_true',
         help='leave the learned position table out (warm start for CPVT)')
     args = parser.parse_args(argv)
-    try:
-        print(convert_file(args.src, args.dst, 'deit',
-                           drop_pos_embed=args.drop_pos_embed))
-    except (FileNotFoundError, ValueError) as e:
-        raise SystemExit(f'error: {e}')
+    print(convert_file(args.src, args.dst, 'deit',
+                       drop_pos_embed=args.drop_pos_embed))
 
 
 if __name__ == '__main__':

@@ -1,21 +1,14 @@
 """Prepare a checkpoint for publishing, as OpenMMLab's ``publish_model.py``
-(mmdet, mmpretrain) does: keep only ``meta`` and ``state_dict`` (the
-optimizer, the parameter schedulers and the message hub go; AdamW's state
-alone is twice the weights), save, and put the first 8 hex digits of the
-file's sha256 into its name, ``OUT_STEM-<sha256[:8]>.pth``, the convention
-``torch.hub.load_state_dict_from_url(..., check_hash=True)`` verifies.
+does: keep only ``meta`` and ``state_dict`` (AdamW's state alone is twice
+the weights), and put the first 8 hex digits of the file's sha256 into its
+name, as ``torch.hub.load_state_dict_from_url(..., check_hash=True)``
+verifies. The input is read with ``weights_only=True``; ``meta`` is kept as
+it is (config text included); with EMAHook, the EMA weights are kept.
 
     python tools/model_converters/publish_model.py \\
         work_dirs/cpvt-tiny_4xb256_in1k/epoch_300.pth \\
         checkpoints/cpvt-tiny_in1k.pth
     # -> checkpoints/cpvt-tiny_in1k-1a2b3c4d.pth (printed last)
-
-The input is read with ``weights_only=True`` (mmcpvt's allow-list of what
-mmengine writes; a file whose pickle would run code is refused). ``meta`` is
-kept as it is, config text included: OpenMMLab's tools do not scrub it
-either. With mmengine's EMAHook, ``state_dict`` holds the EMA weights and the
-raw ones (``ema_state_dict``) are dropped, as mmpretrain's tool does by
-default.
 """
 import argparse
 import hashlib

@@ -21,10 +21,7 @@ def main(argv=None):
     parser.add_argument(
         'dst', help='where to write the mmcpvt checkpoint (not src)')
     args = parser.parse_args(argv)
-    try:
-        print(convert_file(args.src, args.dst, 'swin'))
-    except (FileNotFoundError, ValueError) as e:
-        raise SystemExit(f'error: {e}')
+    print(convert_file(args.src, args.dst, 'swin'))
 
 
 if __name__ == '__main__':

@@ -24,10 +24,7 @@ def main(argv=None):
     parser.add_argument(
         'dst', help='where to write the mmcpvt checkpoint (not src)')
     args = parser.parse_args(argv)
-    try:
-        print(convert_file(args.src, args.dst, 'twins'))
-    except (FileNotFoundError, ValueError) as e:
-        raise SystemExit(f'error: {e}')
+    print(convert_file(args.src, args.dst, 'twins'))
 
 
 if __name__ == '__main__':

@@ -1,33 +1,25 @@
 #!/usr/bin/env bash
-# Build (once per machine) and install mmcv 2.1.0 with its compiled ops.
+# Build (once per machine) and install mmcv 2.1.0 with its compiled ops: it
+# has no wheel for torch 2.14, so it is compiled from the sdist.
 #
-# mmcv 2.1.0 has no wheel for torch 2.14 on the registry, so it is compiled from
-# the sdist. The build is cu<nvcc's version> (CUDA ops, which include the CPU
-# ops) when an nvcc of torch's CUDA major is found ($CUDA_HOME/bin/nvcc, else
-# nvcc on the PATH, else pip's beside torch's nvidia wheels) and either torch
-# sees a GPU or FORCE_CUDA=1 is set (a login node with nvcc and no GPU);
-# otherwise cpu (CPU ops only). FORCE_CUDA=0
-# (mmcv's own variable) builds the CPU ops whatever is found. On a GPU machine
-# that gets CPU ops, a warning says what to do (mmdet's FocalLoss calls mmcv's
-# compiled sigmoid_focal_loss for CUDA tensors).
+# The build is cu<nvcc's version> (CUDA ops, which include the CPU ops) when
+# an nvcc of torch's CUDA major is found ($CUDA_HOME/bin/nvcc, else nvcc on
+# the PATH, else pip's beside torch's nvidia wheels) and torch sees a GPU or
+# FORCE_CUDA=1 is set (a login node); otherwise cpu. FORCE_CUDA=0 builds the
+# CPU ops whatever is found. A GPU machine that gets CPU ops is warned
+# (mmdet's FocalLoss calls mmcv's compiled sigmoid_focal_loss on CUDA).
+# Architectures: the GPU's own, else TORCH_CUDA_ARCH_LIST, else DEFAULT_ARCHS.
+# The headers of the CUDA libraries come from torch's nvidia wheels
+# (site-packages/nvidia/*/include, added to CPATH) where nvcc alone lacks them.
 #
-# CUDA architectures: the GPU's own (torch's device capability) when torch sees
-# one, else TORCH_CUDA_ARCH_LIST as given, else DEFAULT_ARCHS below (current
-# data-centre and desktop GPUs: A100, RTX 30, RTX 40/L4/L40, H100/H200, B200,
-# RTX 50; CUDA 13 compiles nothing older than 7.5). A CUDA build needs the
-# headers of the CUDA libraries (cusparse.h, cublas_v2.h, cusolverDn.h): a
-# toolkit that is nvcc alone lacks them, and torch's wheel dependencies
-# (site-packages/nvidia/*/include) carry them, so those folders go on CPATH,
-# after the toolkit's own include folder (torch passes that one with -I).
-#
-# The wheel is cached outside the clone, keyed by mmcv, torch and Python
-# versions and the build (cpu, or cu<version>_sm<archs>), so a fresh clone (CI)
-# reuses it instead of compiling again; a CPU wheel cached under the older key
-# without the build is still used.
+# The wheel is cached outside the clone, keyed by the mmcv, torch and Python
+# versions and the build (cpu, or cu<version>_sm<archs>), so a fresh clone
+# (CI) reuses it; a CPU wheel cached under the older key without the build is
+# still used.
 #
 # usage: tools/install/build_mmcv.sh [--plan] PYTHON
-#   --plan: print the build it would do, its architectures, CPATH additions and
-#   its cache dir; build nothing.
+#   --plan: print the build, its architectures, CPATH additions and cache
+#   dir; build nothing.
 set -euo pipefail
 
 PLAN=0
@@ -40,8 +32,8 @@ PY=${1:?usage: build_mmcv.sh [--plan] PYTHON}
 PY=$(command -v "$PY" || true)
 PY=$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY")
 MMCV_VERSION=2.1.0
-# Data-centre and desktop GPUs of today: A100, RTX 30, RTX 40/L4/L40, H100/H200,
-# B200, RTX 50 (+PTX, which newer GPUs compile at load time).
+# A100, RTX 30, RTX 40/L4/L40, H100/H200, B200, RTX 50 (+PTX, which newer
+# GPUs compile at load time); CUDA 13 compiles nothing older than 7.5.
 DEFAULT_ARCHS="8.0;8.6;8.9;9.0;10.0;12.0+PTX"
 # torch's version, the Python tag, torch's CUDA (none), a GPU seen (1/0), its
 # architecture (-), the installed mmcv's build (cpu, cu<version>, or - for none
@@ -91,18 +83,17 @@ if [ "$WANT_CUDA" = 1 ]; then
     # The toolkit's real folder (nvcc on the PATH may be a link or a wrapper).
     NVCC_CUDA=$([ -n "$NVCC" ] && "$NVCC" --version |
         sed -n 's/.*release \([0-9][0-9.]*\),.*/\1/p' || true)
+    found=${NVCC_CUDA:+ ($NVCC is CUDA $NVCC_CUDA, another major version)}
     if [ -n "$NVCC_CUDA" ] && [ "${NVCC_CUDA%%.*}" = "${TORCH_CUDA%%.*}" ]; then
         BUILD=cu${NVCC_CUDA//./}
         if [ "$GPU" = 1 ]; then ARCHS=$GPU_ARCH
         else ARCHS=${TORCH_CUDA_ARCH_LIST:-$DEFAULT_ARCHS}; fi
     elif [ "${FORCE_CUDA:-}" = 1 ]; then
-        found=${NVCC_CUDA:+ ($NVCC is CUDA $NVCC_CUDA, another major version)}
         say "FORCE_CUDA=1, but no nvcc of CUDA $TORCH_CUDA (torch's CUDA) was" \
             "found in \$CUDA_HOME/bin or on the PATH$found: install it (the CUDA" \
             "toolkit, or pip's nvidia-cuda-nvcc) and set CUDA_HOME to it" >&2
         exit 2
     else
-        found=${NVCC_CUDA:+ ($NVCC is CUDA $NVCC_CUDA, another major version)}
         say "warning: torch sees a GPU, but no nvcc of CUDA $TORCH_CUDA (torch's" \
             "CUDA) was found in \$CUDA_HOME/bin or on the PATH$found:" \
             "building mmcv with CPU ops only."

@@ -1,9 +1,7 @@
 # What the launch scripts (dist_*.sh, slurm_*.sh) share, sourced by them.
-# PYTHON: an interpreter that has torch, the first of
-#   1. $PYTHON, when set (an error if it has no torch: never replaced);
-#   2. `python` on PATH: the activated virtual env or conda env;
-#   3. .venv/bin/python of this repository (`make install` creates it).
-# Checked with importlib.util.find_spec: nothing is imported, so it is fast.
+# PYTHON: an interpreter that has torch (checked without importing it): $PYTHON
+# when set (never replaced), else `python` on PATH (the activated env), else
+# .venv/bin/python of this repository (`make install` creates it).
 
 # fail STATUS MESSAGE...: exit STATUS with the script's name and MESSAGE.
 fail() {
@@ -34,24 +32,20 @@ else
 fi
 TOOLS=$(dirname "$0")
 
-# usage ARGS: exit 2 with the script's usage line.
 usage() {
     echo "usage: $0 $1" >&2
     exit 2
 }
 
-# check_count NAME VALUE: exit 2 unless VALUE is a positive integer (a
-# number of processes, nodes or GPUs), naming NAME and the value.
-check_count() {
-    [[ $2 =~ ^[1-9][0-9]*$ ]] || fail 2 "$1=$2: the number of processes" \
-        "must be a positive integer (1 or more), e.g. 1 for one process"
-}
-
 # torchrun_tool GPUS TOOL ARGS: tools/TOOL in GPUS processes on this node
 # (NNODES, NODE_RANK, MASTER_ADDR and PORT: several nodes).
 torchrun_tool() {
-    check_count GPUS "$1"
-    check_count NNODES "${NNODES:-1}"
+    local n
+    for n in "GPUS=$1" "NNODES=${NNODES:-1}"; do
+        [[ ${n#*=} =~ ^[1-9][0-9]*$ ]] || fail 2 "$n: the number of" \
+            "processes must be a positive integer (1 or more), e.g. 1 for" \
+            "one process"
+    done
     # (torchrun waits forever for a node rank that cannot join)
     [[ ${NODE_RANK:-0} =~ ^[0-9]+$ ]] && ((${NODE_RANK:-0} < ${NNODES:-1})) ||
         fail 2 "NODE_RANK=${NODE_RANK:-0}: the rank of this node must be" \

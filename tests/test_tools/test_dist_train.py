@@ -277,42 +277,34 @@ def test_python_choice(tmp_path):
     """PYTHON, else `python` on PATH if it has torch, else the repository's
     .venv/bin/python, else an error that says what to do."""
     repo = tmp_path / 'repo'
-    (repo / 'tools').mkdir(parents=True)
-    shutil.copy(osp.join(ROOT, 'tools', 'find_python.sh'), repo / 'tools')
     _executable(repo / 'tools' / 'which.sh',
-                '#!/usr/bin/env bash\nset -euo pipefail\n'
                 'source "$(dirname "$0")/find_python.sh"\necho "$PYTHON"\n')
-    no_torch = tmp_path / 'no_torch'
-    _executable(no_torch / 'python', '#!/bin/sh\nexit 1\n')
-    system = '/usr/bin:/bin'
+    shutil.copy(osp.join(ROOT, 'tools', 'find_python.sh'), repo / 'tools')
+    no_torch = tmp_path / 'no_torch' / 'python'
+    _executable(no_torch, '#!/bin/sh\nexit 1\n')
+    system, without = '/usr/bin:/bin', f'{no_torch.parent}:/usr/bin:/bin'
+    venv_python = repo / '.venv' / 'bin' / 'python'
 
     def which(path, **extra):
-        env = dict(PATH=path, **extra)
-        return subprocess.run(['bash', str(repo / 'tools' / 'which.sh')],
-                              env=env, capture_output=True, text=True)
+        proc = subprocess.run(['bash', str(repo / 'tools' / 'which.sh')],
+                              env=dict(PATH=path, **extra),
+                              capture_output=True, text=True)
+        return proc.returncode, proc.stdout.strip() or proc.stderr
 
     # an activated environment with torch
-    proc = which(osp.dirname(sys.executable) + os.pathsep + system)
-    assert proc.returncode == 0 and proc.stdout.strip() == 'python', \
-        explain(proc)
+    assert which(osp.dirname(sys.executable) + ':' + system) == (0, 'python')
     # `python` without torch and no .venv: what to do
-    proc = which(f'{no_torch}{os.pathsep}{system}')
-    assert proc.returncode == 1
-    assert 'no python with torch' in proc.stderr
-    assert 'source .venv/bin/activate' in proc.stderr
-    assert 'PYTHON=/path/to/python' in proc.stderr
+    code, err = which(without)
+    assert code == 1 and 'no python with torch' in err
+    assert 'source .venv/bin/activate' in err
+    assert 'PYTHON=/path/to/python' in err
     # ... with the repository's .venv
-    venv_python = repo / '.venv' / 'bin' / 'python'
     _executable(venv_python, f'#!/bin/sh\nexec {sys.executable} "$@"\n')
-    proc = which(f'{no_torch}{os.pathsep}{system}')
-    assert proc.returncode == 0, explain(proc)
-    assert proc.stdout.strip() == str(venv_python)
+    assert which(without) == (0, str(venv_python))
     # PYTHON is used when set, and never replaced when it has no torch
-    proc = which(system, PYTHON=sys.executable)
-    assert proc.stdout.strip() == sys.executable
-    proc = which(system, PYTHON=str(no_torch / 'python'))
-    assert proc.returncode == 1
-    assert f'PYTHON={no_torch}/python cannot import torch' in proc.stderr
+    assert which(system, PYTHON=sys.executable) == (0, sys.executable)
+    code, err = which(system, PYTHON=str(no_torch))
+    assert code == 1 and f'PYTHON={no_torch} cannot import torch' in err
 
 
 @pytest.mark.parametrize('script,args', [

@@ -1,10 +1,8 @@
-"""Test (and evaluate) a checkpoint with an mmpretrain, mmdet or mmseg config.
-
-The config's ``default_scope`` says which library the runner builds from.
-The checkpoint must hold every tensor of the model (names and shapes): one
-with some weights left random measures nothing (a classifier checkpoint
-gives a detector mAP 0.000), so it is refused before the test runs, as are
-empty, truncated and unsafe files. The metrics are printed at the end.
+"""Test (and evaluate) a checkpoint with an mmpretrain, mmdet or mmseg
+config (its ``default_scope``). The checkpoint must hold every tensor of the
+model: one with some weights left random measures nothing (a classifier
+checkpoint gives a detector mAP 0.000), so it is refused before the test
+runs, as are empty, truncated and unsafe files.
 
     python tools/test.py configs/cpvt/cpvt-tiny_4xb256_in1k.py CKPT
     python tools/test.py CONFIG CKPT --out preds.pkl        # predictions

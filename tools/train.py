@@ -1,13 +1,9 @@
-"""Train a model from an mmpretrain, mmdet or mmseg config.
-
-The config's ``default_scope`` decides which library the runner builds
-from. mmcpvt's hooks (weights-only loads, seeding per epoch and step, the
-work-dir lock, atomic checkpoints; :mod:`mmcpvt.engine`) are added to a
-config that lacks them. ``--resume`` without a path takes the newest
-intact checkpoint of the work dir, and a resumed run trains as the
-uninterrupted one would (:class:`mmcpvt.engine.SeedHook`; with a GPU,
-bitwise equality also needs ``randomness=dict(seed=S,
-deterministic=True)``).
+"""Train a model from an mmpretrain, mmdet or mmseg config (its
+``default_scope``). mmcpvt's hooks (:mod:`mmcpvt.engine`) are added to a
+config that lacks them. ``--resume`` without a path takes the newest intact
+checkpoint of the work dir, and a resumed run trains as the uninterrupted
+one would (with a GPU, bitwise equality also needs
+``randomness=dict(seed=S, deterministic=True)``).
 
     python tools/train.py configs/cpvt/cpvt-tiny_4xb256_in1k.py
     python tools/train.py CONFIG --resume [work_dirs/x/epoch_2.pth]

@@ -199,37 +199,42 @@ def damage(path, how):
 
 
 @pytest.fixture
-def train_tool(monkeypatch):
-    """tools/train.py in-process, its warnings recorded."""
-    train = load_script('tools/train.py')
-    train.warnings = []
-    monkeypatch.setattr(
-        resume, 'print_log',
-        lambda msg, logger=None, level=None: train.warnings.append(msg))
-    return train
+def resumed(tiny, monkeypatch):
+    """``resumed(work_dir, *argv)``: the config that tools/train.py (run
+    in-process) trains with ``--work-dir work_dir --resume *argv``, and the
+    warnings it logged."""
+    train, config, warnings = load_script('tools/train.py'), tiny[1], []
+    monkeypatch.setattr(resume, 'print_log',
+                        lambda msg, logger=None, level=None:
+                        warnings.append(msg))
+
+    def run(work_dir, *argv):
+        args = train.parse_args(
+            [config, '--work-dir', str(work_dir), '--resume', *argv])
+        return train.merge_args(train.Config.fromfile(config), args), warnings
+
+    return run
 
 
-def copy_work_dir(source, work_dir):
-    shutil.copytree(source, work_dir,
-                    ignore=shutil.ignore_patterns('2*'))
-    with open(osp.join(work_dir, 'last_checkpoint'), 'w') as f:
-        f.write(osp.join(work_dir, 'epoch_3.pth'))
+def copy_work_dir(source, work_dir, record=True):
+    """A copy of the work dir ``source``; its last_checkpoint names the
+    copy's epoch_3.pth unless not ``record``."""
+    shutil.copytree(source, work_dir, ignore=shutil.ignore_patterns('2*'))
+    if record:
+        with open(osp.join(work_dir, 'last_checkpoint'), 'w') as f:
+            f.write(osp.join(work_dir, 'epoch_3.pth'))
 
 
 @pytest.mark.parametrize('how', DAMAGES)
-def test_resume_steps_over_damaged_latest(how, tiny, uninterrupted,
-                                          tmp_path, train_tool):
-    _, config = tiny
+def test_resume_steps_over_damaged_latest(how, uninterrupted, tmp_path,
+                                          resumed):
     work_dir = str(tmp_path / 'work')
     copy_work_dir(uninterrupted, work_dir)
     latest = osp.join(work_dir, 'epoch_3.pth')
     damage(latest, how)
 
-    args = train_tool.parse_args([config, '--work-dir', work_dir,
-                                  '--resume'])
-    cfg = train_tool.merge_args(train_tool.Config.fromfile(config), args)
+    cfg, (warning, ) = resumed(work_dir)
     assert cfg.resume and cfg.load_from == osp.join(work_dir, 'epoch_2.pth')
-    warning, = train_tool.warnings
     assert (f'--resume: the latest checkpoint {latest} (named in '
             f'{work_dir}/last_checkpoint) cannot be loaded: ') in warning
     assert (f'Resuming from {work_dir}/epoch_2.pth, the newest intact '
@@ -240,7 +245,7 @@ def test_resume_steps_over_damaged_latest(how, tiny, uninterrupted,
     for name in ('epoch_1.pth', 'epoch_2.pth'):
         damage(osp.join(work_dir, name), how)
     with pytest.raises(SystemExit) as error:
-        train_tool.merge_args(train_tool.Config.fromfile(config), args)
+        resumed(work_dir)
     message = str(error.value)
     assert f'no intact checkpoint to resume from in {work_dir}' in message
     for epoch in (1, 2, 3):
@@ -248,69 +253,54 @@ def test_resume_steps_over_damaged_latest(how, tiny, uninterrupted,
     assert 'delete or move the damaged files' in message
 
 
-def test_resume_without_last_checkpoint_takes_newest(tiny, uninterrupted,
-                                                     tmp_path, train_tool):
+def test_resume_without_last_checkpoint_takes_newest(uninterrupted, tmp_path,
+                                                     resumed):
     """``last_checkpoint`` missing (the run died before writing it, or it
     was deleted), checkpoints present: the newest of them, not a restart
     that would overwrite them."""
-    _, config = tiny
     work_dir = str(tmp_path / 'work')
     copy_work_dir(uninterrupted, work_dir)
     os.remove(osp.join(work_dir, 'last_checkpoint'))
-    args = train_tool.parse_args([config, '--work-dir', work_dir,
-                                  '--resume'])
-    cfg = train_tool.merge_args(train_tool.Config.fromfile(config), args)
+    cfg, warnings = resumed(work_dir)
     assert cfg.resume and cfg.load_from == osp.join(work_dir, 'epoch_3.pth')
-    assert 'last_checkpoint is missing' in train_tool.warnings[0]
+    assert 'last_checkpoint is missing' in warnings[0]
 
 
-def test_resume_in_a_copied_work_dir_stays_there(tiny, uninterrupted,
-                                                 tmp_path, train_tool):
+def test_resume_in_a_copied_work_dir_stays_there(uninterrupted, tmp_path,
+                                                 resumed):
     """``last_checkpoint`` holds an absolute path: in a copied work dir it
     names the original's checkpoint. Resuming takes this work dir's copy,
     with a warning, never the other directory's file."""
-    _, config = tiny
     work_dir = str(tmp_path / 'copy')
-    shutil.copytree(uninterrupted, work_dir,
-                    ignore=shutil.ignore_patterns('2*'))
-    args = train_tool.parse_args([config, '--work-dir', work_dir,
-                                  '--resume'])
-    cfg = train_tool.merge_args(train_tool.Config.fromfile(config), args)
+    copy_work_dir(uninterrupted, work_dir, record=False)
+    cfg, (warning, ) = resumed(work_dir)
     assert cfg.resume and cfg.load_from == osp.join(work_dir, 'epoch_3.pth')
-    warning, = train_tool.warnings
     assert 'outside the work dir' in warning and work_dir in warning
 
 
-def test_first_resume_starts_from_load_from(tiny, uninterrupted, tmp_path,
-                                            train_tool):
+def test_first_resume_starts_from_load_from(uninterrupted, tmp_path,
+                                            resumed):
     """A job that always passes ``--resume`` (preemptible), first launch:
     nothing to resume, so the config's ``load_from`` is loaded (mmengine
     would drop it and start from random weights)."""
-    _, config = tiny
     pretrained = osp.join(uninterrupted, 'epoch_1.pth')
-    args = train_tool.parse_args([
-        config, '--work-dir', str(tmp_path / 'new'), '--resume',
-        '--cfg-options', f'load_from={pretrained}'
-    ])
-    cfg = train_tool.merge_args(train_tool.Config.fromfile(config), args)
+    cfg, warnings = resumed(tmp_path / 'new', '--cfg-options',
+                            f'load_from={pretrained}')
     assert not cfg.resume and cfg.load_from == pretrained
-    assert train_tool.warnings == [
+    assert warnings == [
         f'--resume: no checkpoint in {tmp_path / "new"} yet, training starts '
         f'from load_from={pretrained}'
     ]
 
 
 @pytest.mark.parametrize('how', DAMAGES)
-def test_explicit_damaged_resume_is_named(how, tiny, uninterrupted,
-                                          tmp_path, train_tool):
-    _, config = tiny
+def test_explicit_damaged_resume_is_named(how, uninterrupted, tmp_path,
+                                          resumed):
     path = str(tmp_path / 'epoch_2.pth')
     shutil.copy(osp.join(uninterrupted, 'epoch_2.pth'), path)
     damage(path, how)
-    args = train_tool.parse_args([config, '--work-dir',
-                                  str(tmp_path / 'work'), '--resume', path])
     with pytest.raises(SystemExit) as error:
-        train_tool.merge_args(train_tool.Config.fromfile(config), args)
+        resumed(tmp_path / 'work', path)
     message = str(error.value)
     assert message.startswith(
         f'train.py: error: --resume {path}: cannot resume from it: ')

@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # Distributed training with torchrun, on one or several nodes.
 #   bash tools/dist_train.sh CONFIG GPUS [train.py options]
-# GPUS is the number of processes on this node, one per GPU. Without a GPU
-# they run on the CPUs with the gloo backend (mmcpvt/apis/cpu_dist.py).
-# Several nodes: set NNODES, NODE_RANK, MASTER_ADDR and PORT on each, e.g.
+# GPUS processes on this node, one per GPU (without one: gloo on the CPUs).
+# Several nodes: NNODES, NODE_RANK, MASTER_ADDR and PORT on each, e.g.
 #   NNODES=2 NODE_RANK=0 MASTER_ADDR=10.0.0.1 bash tools/dist_train.sh CONFIG 8
-# PYTHON: the interpreter (tools/find_python.sh). Docs: docs/distributed.md.
+# PYTHON: tools/find_python.sh. Docs: docs/distributed.md.
 set -euo pipefail
 source "$(dirname "$0")/find_python.sh"
 [ $# -ge 2 ] || usage "CONFIG GPUS [train.py options]"

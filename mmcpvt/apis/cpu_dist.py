@@ -54,16 +54,13 @@ def _set_launcher_env(launcher: str, port=None) -> None:
             f'{"is" if len(missing) == 1 else "are"} not set; {hint}')
     if launcher == 'pytorch':  # torchrun has set them all
         return
+    env['RANK'], env['WORLD_SIZE'] = env[names[0]], env[names[1]]
     if launcher == 'slurm':
-        env['RANK'] = env['SLURM_PROCID']
-        env['WORLD_SIZE'] = env['SLURM_NTASKS']
         env['LOCAL_RANK'] = env.get('SLURM_LOCALID', env['RANK'])
         if 'MASTER_ADDR' not in env:  # the first node of the job
             env['MASTER_ADDR'] = subprocess.getoutput(
                 f'scontrol show hostname {env["SLURM_NODELIST"]} | head -n1')
     else:  # mpi
-        env['RANK'] = env['OMPI_COMM_WORLD_RANK']
-        env['WORLD_SIZE'] = env['OMPI_COMM_WORLD_SIZE']
         env['LOCAL_RANK'] = env['OMPI_COMM_WORLD_LOCAL_RANK']
     if port is not None:
         env['MASTER_PORT'] = str(port)

@@ -55,8 +55,8 @@ def check_layout(data: dict, name: str):
             item, dict) or not item.keys() >= set(required)]
         if bad:
             first = items[bad[0]]
-            missing = (sorted(set(required) - set(first))
-                       if isinstance(first, dict) else list(required))
+            missing = sorted(set(required) - set(
+                first if isinstance(first, dict) else ()))
             raise refuse(
                 name, f'{len(bad)} of the {len(items)} {key} lack keys that '
                 f'mmdet reads ({key} #{_some(bad)}; the first lacks '
@@ -134,8 +134,8 @@ class CheckedCocoDataset(CocoDataset):
     """
 
     def COCOAPI(self, annotation_file: str) -> CheckedCOCO:  # noqa: N802
-        """The COCO api that mmdet's ``load_data_list`` builds; its data is
-        kept for the checks that follow (mmdet deletes ``self.coco``)."""
+        # what mmdet's load_data_list builds; its data kept for the checks
+        # that follow (mmdet deletes self.coco)
         coco = CheckedCOCO(annotation_file, name=self.ann_file)
         self._file = coco.dataset
         return coco
@@ -157,10 +157,8 @@ class CheckedCocoDataset(CocoDataset):
         return data_list
 
     def _check_classes(self, categories: Dict[int, str]):
-        """The ``metainfo`` classes are categories of the file, in its
-        order (mmdet numbers them in the file's order)."""
-        classes = list(self.metainfo['classes'])
-        names = list(categories.values())
+        classes, names = list(self.metainfo['classes']), list(
+            categories.values())
         missing = [c for c in classes if c not in names]
         if missing:
             raise refuse(
@@ -189,9 +187,8 @@ class CheckedCocoDataset(CocoDataset):
             anns = dropped[key]
             cats = sorted({a['category_id'] for a in anns})
             cats = f'category_id {_some(cats)}; ' if key == 'category' else ''
-            ids = _some(a['id'] for a in anns)
-            reasons.append(
-                f'{len(anns)} {REASONS[key]} ({cats}annotation ids {ids})')
+            reasons.append(f'{len(anns)} {REASONS[key]} ({cats}annotation '
+                           f"ids {_some(a['id'] for a in anns)})")
         if reasons:
             print_log(
                 f'{self.ann_file}: {sum(len(dropped[k]) for k in REASONS)} of '

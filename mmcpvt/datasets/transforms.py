@@ -24,23 +24,15 @@ def refuse(file: str, what: str, allowed: str) -> ValueError:
 class CheckSegMap(BaseTransform):
     """Check a semantic segmentation label map against its image.
 
-    Put it right after ``LoadAnnotations`` in every pipeline that loads
-    label maps (``dict(type='mmcpvt.CheckSegMap')``), as our ADE20K configs
-    do. It changes nothing and raises a ValueError naming the files
-    (``seg_map_path``, ``img_path``) when the label map (``gt_seg_map``)
-
-    - is not single-channel ((H, W) class indices);
-    - differs in height and width from its image as loaded (``ori_shape``,
-      if given: ``LoadAnnotations`` may come after ``Resize``);
-    - is stored with more than 8 bits and holds a value outside 0-255,
-      which the cast to uint8 has wrapped into another label (a local file
-      that PIL reads; 8-bit files are not read again);
-    - with ``num_classes`` set, holds a value outside ``[0, num_classes)``
-      other than ``ignore_index``, after ``reduce_zero_label`` and the data
-      set's label map.
-
-    Results without ``gt_seg_map`` pass unchecked: the inferencers remove
-    ``LoadAnnotations`` from the test pipeline.
+    Put right after ``LoadAnnotations`` (``dict(type='mmcpvt.CheckSegMap')``,
+    as our ADE20K configs do), it changes nothing and raises a ValueError
+    naming the files when the label map (``gt_seg_map``) is not one channel,
+    differs in size from its image as loaded (``ori_shape``), is a local
+    file of more than 8 bits holding a value outside 0-255 (which the cast
+    to uint8 has wrapped into another label), or, with ``num_classes`` set,
+    holds a label outside ``[0, num_classes)`` other than ``ignore_index``.
+    Results without ``gt_seg_map`` pass (the inferencers remove
+    ``LoadAnnotations``).
 
     Args:
         num_classes (int, optional): Number of classes of the model
@@ -108,7 +100,7 @@ class CheckSegMap(BaseTransform):
         try:
             with Image.open(seg_path) as stored:
                 if stored.mode not in WIDE_MODES:
-                    return
+                    return  # 8-bit files are not decoded again
                 mode, values = stored.mode, np.asarray(stored)
         except (OSError, ValueError):  # not a local file (another backend)
             return

@@ -34,7 +34,6 @@ def at_least(low: float, note: str = '') -> Tuple[Callable, str]:
 
 
 def between(low: float, high: float, note: str = '') -> Tuple[Callable, str]:
-    """The limit ``low`` to ``high``; ``note`` as for :func:`at_least`."""
     return (lambda value: low <= value <= high), f'{low} to {high}{note}'
 
 
@@ -46,24 +45,6 @@ SHARED_LIMITS = dict(seed=at_least(0), canvas_scale=between(
 def _some(paths: List[str], shown: int = 10) -> str:
     more = f' (and {len(paths) - shown} more)' if len(paths) > shown else ''
     return ', '.join(paths[:shown]) + more
-
-
-def _files_under(out_dir: str) -> List[str]:
-    """Every file (and link to a directory) under ``out_dir``, relative to
-    it, sorted."""
-    return sorted(
-        osp.normpath(osp.join(osp.relpath(dirpath, out_dir), name))
-        for dirpath, dirs, files in os.walk(out_dir) for name in files +
-        [d for d in dirs if osp.islink(osp.join(dirpath, d))])
-
-
-def check_args(args: dict, limits: Limits):
-    """ValueError for the first of ``args`` out of its ``limits``, naming
-    the option, the value and what is allowed."""
-    for name, (ok, allowed) in limits.items():
-        if name in args and not ok(args[name]):
-            raise ValueError(f'--{name.replace("_", "-")} ({name}) must be '
-                             f'{allowed}, got {args[name]}')
 
 
 def progress_bar(total: int, enabled: bool, title: str) -> Callable:
@@ -145,7 +126,11 @@ class Generator:
         if not osp.isdir(out_dir) or not os.listdir(out_dir):
             return
         tool, marker = self.tool, self.marker
-        present = _files_under(out_dir)
+        # every file (and link to a directory), relative to out_dir
+        present = sorted(
+            osp.normpath(osp.join(osp.relpath(dirpath, out_dir), name))
+            for dirpath, dirs, files in os.walk(out_dir) for name in files +
+            [d for d in dirs if osp.islink(osp.join(dirpath, d))])
         info = self._read(out_dir)
         if info is None:
             raise FileExistsError(
@@ -191,15 +176,18 @@ class Generator:
     def make(self, out_dir: str, overwrite: bool = False,
              progress: bool = False, **args) -> dict:
         """Write the set of ``args`` (the other parameters of a generator's
-        function) to ``out_dir``: check ``--out``, then ``args``, make way
-        (:meth:`prepare`), record the files of ``args``, write them
-        (``update()`` after each image, a JPEG) and return ``args`` with
-        the code id and what ``write`` returns, as recorded in the
-        marker."""
+        function) to ``out_dir``: check ``--out``, then ``args`` (a
+        ValueError naming the option, the value and what is allowed), make
+        way (:meth:`prepare`), record the files of ``args``, write them
+        (``update()`` after each image) and return ``args`` with the code id
+        and what ``write`` returns, as recorded in the marker."""
         check_output_dir('--out', out_dir, 'the data set')
         # as in the marker: lists for tuples, and the code that wrote it
         args = json.loads(json.dumps(dict(args, generator=self.code_id())))
-        check_args(args, self.limits)
+        for name, (ok, allowed) in self.limits.items():
+            if name in args and not ok(args[name]):
+                raise ValueError(f'--{name.replace("_", "-")} ({name}) must '
+                                 f'be {allowed}, got {args[name]}')
         self.prepare(out_dir, overwrite)
         os.makedirs(out_dir, exist_ok=True)
         marker, files = osp.join(out_dir, self.marker), self.files_of(args)

@@ -53,13 +53,11 @@ SHAPES = tuple(UNIT_POLYGONS)  # class k is SHAPES[k % 10]
 
 @dataclass
 class Scene:
-    """One rendered scene of N objects: ``image`` (H, W, 3) uint8 RGB;
-    ``boxes`` (N, 4) float32, the tight COCO ``(x, y, w, h)`` of each mask;
-    ``labels`` (N, ) int64 in ``[0, num_classes)``; ``polygons``, each (V,
-    2) float32 ``(x, y)`` in COCO's continuous coordinates (pixel ``(i,
-    j)`` covers ``[j, j + 1) x [i, i + 1)``), whose pixel centres make the
-    mask; ``areas`` (N, ) int64 mask areas; ``class_map`` (H, W) uint8, 0
-    background and ``k + 1`` class ``k``."""
+    """One rendered scene of N objects (see the module's docstring);
+    ``labels`` (N, ) int64; ``polygons`` (V, 2) float32 ``(x, y)`` in COCO's
+    continuous coordinates (pixel ``(i, j)`` covers ``[j, j + 1) x [i, i +
+    1)``), whose pixel centres make the masks; ``areas`` (N, ) int64 mask
+    areas; ``boxes`` the tight boxes of the masks."""
     image: np.ndarray
     boxes: np.ndarray
     labels: np.ndarray
@@ -69,8 +67,8 @@ class Scene:
 
 
 def class_style(label: int) -> Tuple[str, float]:
-    """The (shape, hue) of class ``label``: shapes cycle, hues spread."""
-    # Golden-ratio spacing keeps neighbouring labels far apart in hue.
+    """The (shape, hue) of class ``label``: shapes cycle, hues spread (the
+    golden ratio keeps neighbouring labels far apart)."""
     hue = (label * 0.618033988749895 + 0.1 * (label // len(SHAPES))) % 1.
     return SHAPES[label % len(SHAPES)], hue
 
@@ -88,8 +86,7 @@ def render_background(rng: np.random.Generator, height: int,
     img = top * (1 - t) + bottom * t  # (H, W, 3)
     ys, xs = np.mgrid[0:height, 0:width]
     for _ in range(2):  # two random gratings as texture
-        freq = rng.uniform(0.02, 0.15)
-        angle = rng.uniform(0, np.pi)
+        freq, angle = rng.uniform(0.02, 0.15), rng.uniform(0, np.pi)
         phase = rng.uniform(0, 2 * np.pi)
         wave = np.sin(2 * np.pi * freq *
                       (xs * np.cos(angle) + ys * np.sin(angle)) + phase)
@@ -134,50 +131,24 @@ def paint(rng: np.random.Generator, img: np.ndarray, mask: np.ndarray,
     img[mask] = colour + rng.normal(0, 10, size=(int(mask.sum()), 3))
 
 
-def _place(rng: np.random.Generator, radius: float, height: int, width: int,
-           taken: List[Tuple[float, float, float, float]], tries: int = 30):
-    """A centre whose circle of ``radius`` lies inside the image and whose
-    bounding square (plus a 2 px gap) meets no box in ``taken``."""
-    for _ in range(tries):
-        cx = rng.uniform(radius, width - radius)
-        cy = rng.uniform(radius, height - radius)
-        box = (cx - radius - 2, cy - radius - 2, cx + radius + 2,
-               cy + radius + 2)
-        if all(box[2] <= b[0] or b[2] <= box[0] or box[3] <= b[1]
-               or b[3] <= box[1] for b in taken):
-            return cx, cy, box
-    return None
-
-
 def render_scene(rng: np.random.Generator,
                  height: int,
                  width: int,
                  num_classes: int,
                  num_objects: Tuple[int, int] = (1, 5),
                  scale_range: Tuple[float, float] = (0.08, 0.4)) -> Scene:
-    """Render one scene.
-
-    Args:
-        rng (np.random.Generator): The source of all randomness.
-        height (int): Image height in pixels (>= 16).
-        width (int): Image width in pixels (>= 16).
-        num_classes (int): Number of object classes (>= 1).
-        num_objects (tuple[int, int]): Inclusive range of the number of
-            objects to try to place; objects that find no free place are
-            dropped, the first always fits. Defaults to (1, 5).
-        scale_range (tuple[float, float]): Range of an object's extent
-            (diameter of its enclosing circle) as a fraction of the shorter
-            image side, sampled log-uniformly. Defaults to (0.08, 0.4).
-    """
-    if height < 16 or width < 16:
-        raise ValueError(f'image size must be at least 16x16, got '
-                         f'{height}x{width}')
-    if num_classes < 1:
-        raise ValueError(f'num_classes must be >= 1, got {num_classes}')
+    """One scene of ``height`` x ``width`` (>= 16) pixels with objects of
+    ``num_classes`` (>= 1) classes: ``num_objects`` (inclusive range) are
+    tried, those that find no free place dropped (the first always fits),
+    each of an extent (the diameter of its enclosing circle) of
+    ``scale_range`` (0 < low <= high <= 1) times the shorter side, drawn
+    log-uniformly."""
     lo, hi = scale_range
-    if not 0 < lo <= hi <= 1:
-        raise ValueError(f'scale_range must satisfy 0 < low <= high <= 1, '
-                         f'got {scale_range}')
+    if min(height, width) < 16 or num_classes < 1 or not 0 < lo <= hi <= 1:
+        raise ValueError(f'render_scene takes an image of at least 16x16, '
+                         f'num_classes >= 1 and 0 < low <= high <= 1 of '
+                         f'scale_range, got {height}x{width}, {num_classes} '
+                         f'and {scale_range}')
     img = render_background(rng, height, width)
     class_map = np.zeros((height, width), np.uint8)
     taken, labels, polygons, masks, boxes = [], [], [], [], []
@@ -187,10 +158,18 @@ def render_scene(rng: np.random.Generator,
                                                          np.log(hi)))
         # radius >= 3: every shape then covers a pixel centre
         radius = max(extent / 2, 3.)
-        spot = _place(rng, radius, height, width, taken)
-        if spot is None:
+        # 30 tries of a centre whose circle lies inside the image and whose
+        # bounding square (plus a 2 px gap) meets no box taken
+        for _ in range(30):
+            cx = rng.uniform(radius, width - radius)
+            cy = rng.uniform(radius, height - radius)
+            box = (cx - radius - 2, cy - radius - 2, cx + radius + 2,
+                   cy + radius + 2)
+            if all(box[2] <= b[0] or b[2] <= box[0] or box[3] <= b[1]
+                   or b[3] <= box[1] for b in taken):
+                break
+        else:
             continue
-        cx, cy, box = spot
         poly = outline(rng, label, radius, cx, cy)
         mask = polygon_mask(poly, height, width)
         ys, xs = np.nonzero(mask)

@@ -1,10 +1,7 @@
-"""The statistics and figures that the demo (demo/demo.py) and the digit
-reproduction (projects/digits_canvas/digits_report.py) share: a score for any
-weighting of the test images, a two-level bootstrap over training runs and
-test images (the images paired between models and test sets), a figure with
-its 95 % interval, as a table cell and as points with bars, and the saving
-of a figure.
-"""
+"""What demo/demo.py and projects/digits_canvas/digits_report.py share: a
+two-level bootstrap over training runs and test images (paired between
+models and test sets), a figure's 95 % interval as a table cell and as
+points with bars, and the saving of a figure."""
 from typing import Callable, Dict, Optional, Sequence
 
 import numpy as np
@@ -47,8 +44,8 @@ def bootstrap(scores: Dict[str, Dict[str, Sequence[Callable]]],
     num_runs = {model: {len(runs) for runs in tests.values()}
                 for model, tests in scores.items()}
     for model, n in num_runs.items():
-        assert len(n) == 1 and 0 not in n, \
-            f'{model}: every test needs the same runs, got {sorted(n)} runs'
+        assert len(n) == 1, f'{model}: every test needs the same runs, got ' \
+            f'{sorted(n)} runs'
     # the run draws first, then the image draws, from one generator
     runs_drawn = {model: np.vstack([np.arange(n), rng.integers(
         0, n, size=(resamples, n))]).T  # (runs, 1 + resamples)
@@ -102,8 +99,7 @@ def plot(panels: list, paths: list, title: str = ''):
         if line is not None:
             ax.axhline(line, color='grey', lw=0.8, ls=':')
         ax.set_ylabel(label, fontsize=8)
-        ax.set_xticks(range(len(tests)), [n.replace(' ', '\n')
-                                          for n in tests])
+        ax.set_xticks(range(len(tests)), [n.replace(' ', '\n') for n in tests])
         ax.tick_params(labelsize=8)
         ax.grid(alpha=0.3, axis='y')
     handles, names = axes[0].get_legend_handles_labels()

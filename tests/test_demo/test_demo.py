@@ -131,27 +131,15 @@ def test_coco_score_is_pycocotools_for_any_resample(demo, tmp_path):
     assert score(w) == pytest.approx(resampled, abs=1e-12)
 
 
-class Fixed:
-    """A score of fixed per-image results (1: right), as Accuracy
-    computes."""
-
-    def __init__(self, correct):
-        self.correct = np.asarray(correct, float)
-        self.num_images = len(self.correct)
-
-    def __call__(self, w):
-        return float(100 * (w @ self.correct) / w.sum())
-
-
 def _figures(demo, a, b, a_train, b_train):
     """The report of two models, each of one training run, right on ``a``
     / ``b`` of the images of the 2x canvas and on ``a_train`` /
     ``b_train`` of the training-size ones."""
-    task = demo.TASKS['cls']
+    task, score = demo.TASKS['cls'], demo.Accuracy
     stats = demo.bootstrap(
-        {'PEG': {'train size': [Fixed(a_train)], 'canvas 2x': [Fixed(a)]},
-         'learned PE': {'train size': [Fixed(b_train)],
-                        'canvas 2x': [Fixed(b)]}},
+        {'PEG': {'train size': [score(a_train)], 'canvas 2x': [score(a)]},
+         'learned PE': {'train size': [score(b_train)],
+                        'canvas 2x': [score(b)]}},
         {'train size': 'data', 'canvas 2x': 'data_canvas2x'}, resamples=500)
     return demo.report(task, stats, {'train size': 64, 'canvas 2x': 128},
                        ('PEG', 'learned PE'))
@@ -187,7 +175,7 @@ def test_report_of_runs_that_disagree(demo):
     where the first runs alone give a zero-width one; a model at an
     earlier checkpoint is reported against the other's final one by
     name."""
-    ones, zeros = Fixed(np.ones(50)), Fixed(np.zeros(50))
+    ones, zeros = demo.Accuracy(np.ones(50)), demo.Accuracy(np.zeros(50))
     task, sizes = demo.TASKS['cls'], {'train size': 64}
 
     def figures(peg, twin, earlier=None):

@@ -39,8 +39,7 @@ def _names(info: dict, split: str) -> List[str]:
 
 
 def ade20k_files(info: dict) -> List[str]:
-    """The files :func:`make_ade20k` writes for ``info`` (its arguments),
-    relative to its ``out_dir``."""
+    """The files written for ``info`` (the arguments), under ``out_dir``."""
     return [f'{SUBDIR}/{kind}/{split}/{name}.{ext}' for split in SPLITS
             for name in _names(info, split)
             for kind, ext in (('images', 'jpg'), ('annotations', 'png'))]
@@ -51,13 +50,13 @@ def _write(out_dir: str, args: dict, update) -> dict:
     root = osp.join(out_dir, SUBDIR)
     for split_id, split in enumerate(SPLITS):
         names = _names(args, split)
-        # Segmentation scenes are busier than detection ones.
+        # busier scenes than detection's
         for name, scene in zip(names, scenes(
                 args['seed'], split_id, len(names), args['size'],
                 args['num_classes'], num_objects=(2, 8),
                 scale_range=(0.1, 0.45))):
             save(osp.join(root, 'images', split, name + '.jpg'), scene.image)
-            # 0 = other / background, k + 1 = class k (ADE class ids)
+            # 0: other (background), k + 1: class k (ADE class ids)
             save(osp.join(root, 'annotations', split, name + '.png'),
                  scene.class_map)
             update()

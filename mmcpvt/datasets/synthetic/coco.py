@@ -74,8 +74,7 @@ def _image_ids(info: dict) -> dict:
 
 
 def coco_files(info: dict) -> List[str]:
-    """The files :func:`make_coco` writes for ``info`` (its arguments),
-    relative to the data root."""
+    """The files written for ``info`` (the arguments), under the root."""
     return [f'annotations/instances_{split}.json' for split in SPLIT_IDS] + [
         f'{split}/{i:012d}.jpg' for split, ids in _image_ids(info).items()
         for i in ids]
@@ -93,9 +92,9 @@ def _write(out_dir: str, args: dict, update) -> dict:
         # objects keep their pixel size on a canvas_scale x canvas
         for image_id, scene in zip(ids, scenes(
                 args['seed'], SPLIT_IDS[split], len(ids), args['size'],
-                args['num_classes'], canvas,
-                num_objects=args['objects_per_image'],
-                scale_range=(low / canvas, high / canvas))):
+                args['num_classes'], canvas, scale_range=(
+                    low / canvas, high / canvas),
+                num_objects=args['objects_per_image'])):
             height, width = scene.image.shape[:2]
             file_name = f'{image_id:012d}.jpg'
             save(osp.join(out_dir, split, file_name), scene.image)

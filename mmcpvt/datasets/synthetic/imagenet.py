@@ -78,8 +78,7 @@ def _images(info: dict) -> List[Tuple[str, str, int, int]]:
 
 
 def imagenet_files(info: dict) -> List[str]:
-    """The files :func:`make_imagenet` writes for ``info`` (its arguments
-    with the wnids), relative to the data root."""
+    """The files written for ``info`` (the arguments and the wnids)."""
     return ['meta/train.txt', 'meta/val.txt'] + [
         f'{split}/{name}' for split, name, _, _ in _images(info)]
 
@@ -88,9 +87,9 @@ def _write(out_dir: str, args: dict, update) -> dict:
     """Write the images, then the lists of each split."""
     lines = {'train': [], 'val': []}
     for split, name, label, i in _images(args):
-        rng = _image_rng(args['seed'], split, label, i)
         save(osp.join(out_dir, split, name), render_image(
-            label, args['size'], rng, args['canvas_scale'])[0])
+            label, args['size'], _image_rng(args['seed'], split, label, i),
+            args['canvas_scale'])[0])
         lines[split].append(f'{name} {label}\n')
         update()
     for split in lines:

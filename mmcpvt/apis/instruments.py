@@ -1,10 +1,6 @@
-"""What the instrument command lines share
-(tools/analysis_tools/position_probe.py, translation_equivariance.py and
-tools/visualization/vis_attention.py): the model, the images and the
-blocks (:mod:`mmcpvt.analysis`), and the results file. A ValueError,
-FileNotFoundError, RuntimeError or TypeError (``USAGE_ERRORS``) of these
-functions says what the user gave that cannot be used.
-"""
+"""What position_probe.py, translation_equivariance.py and vis_attention.py
+share: the model, the images, the blocks and the results file. Their
+``USAGE_ERRORS`` say what the user gave that cannot be used."""
 import copy
 import json
 import os
@@ -26,36 +22,29 @@ USAGE_ERRORS = (ValueError, FileNotFoundError, RuntimeError, TypeError)
 
 def load(config: str, checkpoint: Optional[str], device: str,
          cfg_options: Optional[dict] = None):
-    """``(model, backbone, cfg)`` of ``config`` with ``checkpoint``
-    (missing files refused before anything is built; a backbone without
-    blocks is a TypeError); prints what the checkpoint gave on stderr."""
-    require_file(config, 'config')
-    if checkpoint is not None:
+    """``(model, backbone, cfg)``; a backbone without blocks is a
+    TypeError. Says on stderr what the checkpoint gave."""
+    if checkpoint is not None:  # before anything is built
         require_file(checkpoint, 'checkpoint')
     model, cfg, report = build_model(config, checkpoint, device,
                                      cfg_options=cfg_options)
     backbone = get_backbone(model)
     list_blocks(backbone)  # a TypeError for another kind of backbone
-    print(describe_load(report, checkpoint), file=sys.stderr)
-    return model, backbone, cfg
-
-
-def describe_load(report: Optional[dict], checkpoint: Optional[str]) -> str:
-    """One or two lines on what a checkpoint gave."""
     if report is None:
-        return ('no checkpoint: random weights (the config\'s '
-                'initialisation)')
-    text = (f'checkpoint {checkpoint}: {report["loaded"]}/{report["total"]} '
-            f'tensors of the {report["target"]} loaded (backbone '
-            f'{report["backbone_loaded"]}/{report["backbone_total"]}), '
-            f'{len(report["unexpected"])} unused')
-    b_missing = [k for k in report['missing'] if k.startswith(
-        'backbone.' if report['target'] == 'model' else '')]
-    if b_missing:
-        more = ', ...' if len(b_missing) > 5 else ''
-        text += (f'\n  warning: backbone tensors left random: '
-                 f'{", ".join(b_missing[:5])}{more}')
-    return text
+        text = 'no checkpoint: random weights (the config\'s initialisation)'
+    else:
+        text = (f'checkpoint {checkpoint}: {report["loaded"]}/'
+                f'{report["total"]} tensors of the {report["target"]} loaded '
+                f'(backbone {report["backbone_loaded"]}/'
+                f'{report["backbone_total"]}), {len(report["unexpected"])} '
+                'unused')
+        missing = [k for k in report['missing'] if k.startswith(
+            'backbone.' if report['target'] == 'model' else '')]
+        if missing:
+            text += ('\n  warning: backbone tensors left random: ' +
+                     ', '.join(missing[:5]) + (', ...' * bool(missing[5:])))
+    print(text, file=sys.stderr)
+    return model, backbone, cfg
 
 
 def backbone_blocks_images(config: str, checkpoint: Optional[str],
@@ -64,11 +53,9 @@ def backbone_blocks_images(config: str, checkpoint: Optional[str],
                            num_images: int, random: bool,
                            img_size: Optional[int], out: Optional[str],
                            out_example: str):
-    """The backbone, the :class:`BlockInfo` of ``blocks`` (``--block``
-    values: int, 'input' or STAGE.BLOCK; None: all) and the images
-    (``random`` ones of side ``img_size``, else the config's test data)
-    of a probe or equivariance run. The values and ``out`` (the results
-    file) are checked before any work."""
+    """The backbone, the BlockInfo of ``blocks`` (``--block`` values; None:
+    all) and the images (``random`` ones of side ``img_size``, else the
+    test data) of a probe or equivariance run; options checked first."""
     check_options(non_negative, border=border)
     check_options(positive, num_images=num_images, img_size=img_size)
     if img_size and not random:
@@ -80,20 +67,18 @@ def backbone_blocks_images(config: str, checkpoint: Optional[str],
     wanted = {resolve_block(backbone, s) for s in blocks or ()}
     infos = [i for i in list_blocks(backbone)
              if not wanted or i.index in wanted]
-    if random:
-        size = img_size or cfg.model.get('backbone', {}).get(
-            'img_size', 224)
-        H, W = (size, size) if isinstance(size, int) else size
-        print(f'{num_images} random {H}x{W} images', file=sys.stderr)
-        return backbone, infos, random_images(model, num_images, (H, W))
-    print(f'reading {num_images} images of the test data...',
-          file=sys.stderr)
-    return backbone, infos, dataset_images(cfg, model, num_images)
+    if not random:
+        print(f'reading {num_images} images of the test data...',
+              file=sys.stderr)
+        return backbone, infos, dataset_images(cfg, model, num_images)
+    size = img_size or cfg.model.get('backbone', {}).get('img_size', 224)
+    H, W = (size, size) if isinstance(size, int) else size
+    print(f'{num_images} random {H}x{W} images', file=sys.stderr)
+    return backbone, infos, random_images(model, num_images, (H, W))
 
 
 def size_option(random: bool, images: torch.Tensor) -> str:
-    """How the user set the size of ``images`` (``random``: by
-    ``--img-size``), for error messages."""
+    """How the user set the size of ``images``, for error messages."""
     H, W = images.shape[-2:]
     if random:
         return f'--img-size {H}' if H == W else f'{H}x{W} --random-images'
@@ -103,8 +88,7 @@ def size_option(random: bool, images: torch.Tensor) -> str:
 def write_results(out: Optional[str], images: torch.Tensor, config: str,
                   checkpoint: Optional[str], random: bool, border: int,
                   **results) -> None:
-    """The results file ``out``, where given: the run's settings and
-    ``results`` as JSON."""
+    """The run's settings and ``results`` as JSON in ``out``, if given."""
     if not out:
         return
     os.makedirs(osp.dirname(out) or '.', exist_ok=True)
@@ -116,32 +100,28 @@ def write_results(out: Optional[str], images: torch.Tensor, config: str,
 
 
 def preprocess(model: nn.Module, inputs: list, data_samples=None):
-    """uint8 (C, H, W) images -> the model's normalised batch."""
+    """uint8 (C, H, W) images -> the model's normalised (padded) batch; a
+    bare backbone's: stacked as float."""
     pre = getattr(model, 'data_preprocessor', None)
     if pre is None:
         return torch.stack(inputs).float()
-    with torch.no_grad():  # data_samples None: as if there were none
+    with torch.no_grad():
         return pre(dict(inputs=inputs, data_samples=data_samples),
                    False)['inputs'].cpu()
 
 
-def random_images(model: nn.Module, num_images: int, img_size,
-                  seed: int = 0) -> torch.Tensor:
-    """``num_images`` uniform-noise images (uint8, from a generator seeded
-    with ``seed``) through the model's data preprocessor: (N, C, H, W), C
-    the input channels of the backbone's first convolution (3 if none)."""
-    channels = input_channels(get_backbone(model))
-    g = torch.Generator().manual_seed(seed)
-    imgs = torch.randint(0, 256, (num_images, channels, *img_size),
-                         generator=g, dtype=torch.uint8)
+def random_images(model: nn.Module, num_images: int, img_size):
+    """Uniform uint8 noise (seed 0), preprocessed: (N, C, H, W), C the input
+    channels of the backbone's first convolution (3 if none)."""
+    imgs = torch.randint(0, 256, (num_images, input_channels(
+        get_backbone(model)), *img_size), dtype=torch.uint8,
+        generator=torch.Generator().manual_seed(0))
     return preprocess(model, list(imgs))
 
 
 def dataset_images(cfg, model: nn.Module, num_images: int) -> torch.Tensor:
-    """The first ``num_images`` images of the config's test dataloader
-    through the model's data preprocessor, as one batch (N, 3, H, W)
-    (padded to a common size where the preprocessor pads, as detectors and
-    segmentors do)."""
+    """The first ``num_images`` images of the config's test dataloader,
+    preprocessed as one batch."""
     from mmengine.runner import Runner
     loader_cfg = copy.deepcopy(cfg.get('test_dataloader', None))
     if not loader_cfg:

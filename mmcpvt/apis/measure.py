@@ -1,9 +1,6 @@
-"""What tools/analysis_tools/benchmark.py, cost_curve.py and train_step.py
-share: the models (MODELS, build), one model's forward or training step on
-a fixed input (Runner: its seconds by torch.utils.benchmark, its peak
-memory), a fresh process for each measurement (run_child, which runs this
-module), and the header of their tables.
-"""
+"""The models, steps and child processes that benchmark.py, cost_curve.py
+and train_step.py (tools/analysis_tools) measure with; run_child runs this
+module in a fresh process."""
 import ctypes
 import importlib
 import json
@@ -68,7 +65,8 @@ MODELS = {
         type='SwinTransformer', drop_path_rate=0.2, out_indices=(1, 2, 3),
         **SWIN_T)),
 }
-# the type of the tools' --device: cpu, or a GPU that torch sees
+# the check of the tools' --device (cli.check_options): cpu, or a GPU that
+# torch sees
 device_arg = checked(
     str, lambda d: d == 'cpu' or bool(re.fullmatch(r'cuda(:\d+)?', d))
     and torch.cuda.is_available(), 'cpu, or cuda[:N] where torch sees a GPU')
@@ -99,8 +97,7 @@ def build(name: str) -> nn.Module:
 
 
 def header(device: str, threads: int) -> str:
-    """What figures were measured on: the device, the threads, and the
-    versions of Python, torch and the LIBS installed."""
+    """The device, threads and versions the figures were measured on."""
     from importlib.metadata import distributions
     found = {d.metadata['Name']: d.version for d in distributions()}
     where = (f'{torch.cuda.get_device_name(device)}, CUDA {torch.version.cuda}'
@@ -114,8 +111,7 @@ def header(device: str, threads: int) -> str:
 
 @dataclass
 class Settings:
-    """One measurement of one model: what a child process is given, as
-    JSON on its stdin."""
+    """One measurement of one model (a child's stdin, as JSON)."""
     model: str
     task: str = 'time'  # 'time', 'memory' (the peak of a step) or both
     what: str = 'forward'  # 'forward' (no grad, eval mode) or 'train'
@@ -192,8 +188,7 @@ class Runner:
         self.scaler.update()
 
     def timed_step(self) -> float:
-        """Seconds of one step (the first compiles and leaves the optimizer's
-        state and the allocator's pools to the steps after it)."""
+        """Seconds of one step (the first one also compiles and warms up)."""
         start = time.perf_counter()
         self.step()
         if self.s.device.startswith('cuda'):
@@ -201,8 +196,7 @@ class Runner:
         return time.perf_counter() - start
 
     def seconds(self) -> float:
-        """Median seconds per step by blocked_autorange, which warms up
-        with a step of its own and synchronises CUDA."""
+        """Median seconds a step (blocked_autorange synchronises CUDA)."""
         timer = benchmark.Timer('runner.step()', globals=dict(runner=self),
                                 num_threads=self.s.threads)
         return timer.blocked_autorange(min_run_time=self.s.min_time).median
@@ -220,20 +214,19 @@ class Runner:
         ctypes.CDLL('libc.so.6').malloc_trim(0)
         with open('/proc/self/clear_refs', 'w') as f:
             f.write('5')  # VmHWM := VmRSS
-        base = status_kib('VmRSS')
+        base = _status_kib('VmRSS')
         self.step()
-        return max(status_kib('VmHWM') - base, 0) / 1024
+        return max(_status_kib('VmHWM') - base, 0) / 1024
 
 
-def status_kib(key: str) -> int:
+def _status_kib(key: str) -> int:
     with open('/proc/self/status') as f:
         return int(re.search(rf'^{key}:\s+(\d+)', f.read(), re.M)[1])
 
 
 def measure(runner: Runner) -> dict:
-    """The model's parameters, a first step, then what ``runner.s.task``
-    asks for: peak_mib of a step, seconds a step; a first step over
-    ``max_seconds`` is the only one (seconds: its own, peak_mib: None)."""
+    """Parameters, then ``runner.s.task``'s peak_mib and seconds of a step;
+    a first step over ``max_seconds`` is the only one (peak_mib None)."""
     s, first = runner.s, runner.timed_step()
     figures = dict(params=sum(p.numel() for p in runner.model.parameters()))
     if s.max_seconds is not None and first > s.max_seconds:
@@ -246,17 +239,16 @@ def measure(runner: Runner) -> dict:
 
 
 def child_main():
-    """A child process: Settings as JSON on stdin; one JSON line on stdout
-    with the settings it ran and its figures."""
+    """Settings as JSON on stdin -> its settings and figures on stdout."""
     s = Settings(**json.loads(sys.stdin.read()))
     torch.set_num_threads(s.threads)
-    figures = measure(Runner(s))
-    print(json.dumps(dict(settings=asdict(s), **figures)), flush=True)
+    print(json.dumps(dict(settings=asdict(s), **measure(Runner(s)))),
+          flush=True)
 
 
 def run_child(s: Settings, timeout: float | None = None) -> dict:
-    """Run ``s`` in a fresh Python process; a RuntimeError whose first
-    line says why it gave no figure (failed or timeout)."""
+    """Figures of ``s`` from a fresh Python process; a RuntimeError whose
+    first line says why there are none (failed or timeout)."""
     try:
         proc = subprocess.run([sys.executable, '-m', 'mmcpvt.apis.measure'],
                               input=json.dumps(asdict(s)), text=True,

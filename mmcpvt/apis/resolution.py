@@ -1,14 +1,7 @@
-"""Setting up an evaluation from a config: the test resolution (the test
-pipeline's resize and crop rewritten for one size) and the config's model as
-initialised, saved as a checkpoint (the untrained baseline). Used by
-tools/analysis_tools/eval_resolutions.py, whose docstring says what a size
-means for each protocol, and demo/demo.py.
-
-The task follows the config's ``default_scope``: ``mmpretrain``
-(classification), ``mmdet`` (detection) or ``mmseg`` (segmentation). Only
-the transforms of :data:`SIZE_TRANSFORMS` change; every other transform is
-left as it is.
-"""
+"""A config's test pipeline rewritten for one test size, its untrained
+model saved, and its test run: for tools/analysis_tools/eval_resolutions.py
+(whose docstring says what a size means in each protocol) and demo/demo.py.
+Only the transforms of :data:`SIZE_TRANSFORMS` change."""
 import copy
 import gc
 from contextlib import redirect_stderr, redirect_stdout
@@ -21,17 +14,15 @@ from .model import build_model
 
 TASKS = {'mmpretrain': 'classification', 'mmdet': 'detection',
          'mmseg': 'segmentation'}
-# The first protocol of each task is its default.
+# the first protocol of each task is its default
 PROTOCOLS = {'classification': ('resize-crop', 'resize'),
              'detection': ('short-side', ), 'segmentation': ('short-side', )}
-# The transforms each task's protocols rewrite.
 SIZE_TRANSFORMS = {'classification': ('ResizeEdge', 'CenterCrop', 'Resize'),
                    'detection': ('Resize', ), 'segmentation': ('Resize', )}
 
 
 def config_task(cfg) -> str:
-    """``'classification'``, ``'detection'`` or ``'segmentation'``, from the
-    config's ``default_scope``."""
+    """The task of the config's ``default_scope``."""
     scope = cfg.get('default_scope', None)
     if scope not in TASKS:
         raise ValueError(
@@ -41,8 +32,7 @@ def config_task(cfg) -> str:
 
 
 def transform_name(transform: dict) -> str:
-    """A transform's type without its scope: ``'mmdet.Resize'`` ->
-    ``'Resize'``."""
+    """``'mmdet.Resize'`` (or the class) -> ``'Resize'``."""
     kind = transform.get('type')
     if isinstance(kind, str):
         return kind.rsplit('.', 1)[-1]
@@ -51,18 +41,12 @@ def transform_name(transform: dict) -> str:
 
 def resized_pipeline(pipeline: List[dict], size: int, task: str,
                      protocol: Optional[str] = None) -> List[dict]:
-    """A copy of the test ``pipeline`` of a ``task`` config, with its resize
-    and crop rewritten for ``size`` by ``protocol`` (the task's default if
-    None). Classification: the ResizeEdge, CenterCrop and Resize steps
-    replaced, at the place of the first one, keeping the resize's backend
-    and interpolation. Detection, segmentation: every Resize's scale times
-    ``size / min(scale)`` (an int scale is square), its other arguments
-    (``keep_ratio``) kept.
-
-    Raises:
-        ValueError: ``size`` is not positive, the protocol is not one of the
-            task's, or the pipeline has no transform that sets the size.
-    """
+    """A copy of the test ``pipeline`` with its resize and crop rewritten
+    for ``size`` by ``protocol`` (None: the task's default).
+    Classification: its ResizeEdge, CenterCrop and Resize replaced at the
+    place of the first, keeping the resize's backend and interpolation.
+    Detection, segmentation: every Resize's scale times ``size /
+    min(scale)``, its other arguments kept."""
     if size <= 0:
         raise ValueError(f'the test size must be positive, got {size}')
     protocols = PROTOCOLS[task]
@@ -110,15 +94,17 @@ def resized_pipeline(pipeline: List[dict], size: int, task: str,
     return rest[:found[0]] + new + rest[found[0]:]
 
 
+def _dataset(cfg, loader: str) -> dict:  # the one with a pipeline, or {}
+    dataset = (cfg.get(loader, None) or {}).get('dataset') or {}
+    while dataset and 'pipeline' not in dataset:  # a wrapper's
+        dataset = dataset.get('dataset') or {}
+    return dataset
+
+
 def set_test_size(cfg, size: int, protocol: Optional[str] = None) -> list:
-    """Rewrite the test pipeline of ``cfg`` in place for ``size`` (see
-    :func:`resized_pipeline`) and return it: the pipeline of
-    ``cfg.test_dataloader``'s dataset, or of the dataset it wraps (under
-    the wrapper's ``dataset`` key)."""
-    dataset = cfg.test_dataloader.get('dataset')
-    while dataset is not None and 'pipeline' not in dataset:
-        dataset = dataset.get('dataset')
-    if dataset is None:
+    """:func:`resized_pipeline` in place in ``cfg``'s test dataset."""
+    dataset = _dataset(cfg, 'test_dataloader')
+    if not dataset:
         raise ValueError('test_dataloader.dataset (or a dataset it wraps) '
                          'has no pipeline')
     dataset.pipeline = resized_pipeline(dataset.pipeline, size,
@@ -127,14 +113,11 @@ def set_test_size(cfg, size: int, protocol: Optional[str] = None) -> list:
 
 
 def training_size(cfg, task: str) -> Optional[int]:
-    """The side the model was trained at, where the config says it: the
-    square RandomResizedCrop (or backbone ``img_size``) of a classifier,
-    the shorter side of a fixed training Resize of a detector or
-    segmentor; None otherwise (multi-scale training, say)."""
-    dataset = cfg.get('train_dataloader', {}).get('dataset', {})
-    while dataset and 'pipeline' not in dataset:
-        dataset = dataset.get('dataset', {})
-    steps = {transform_name(t): t for t in (dataset or {}).get('pipeline', [])}
+    """The side trained at where the config says it (a classifier's square
+    RandomResizedCrop or backbone ``img_size``, the shorter side of a fixed
+    training Resize), else None."""
+    steps = {transform_name(t): t
+             for t in _dataset(cfg, 'train_dataloader').get('pipeline', [])}
     if task != 'classification':
         scale = steps.get('Resize', {}).get('scale')
         return min(scale) if isinstance(scale, (list, tuple)) else scale
@@ -146,8 +129,7 @@ def training_size(cfg, task: str) -> Optional[int]:
 
 
 def describe(pipeline: List[dict], task: str) -> str:
-    """The size-setting steps of a pipeline, e.g.
-    ``ResizeEdge(scale=438, edge=short) CenterCrop(crop_size=384)``."""
+    """E.g. ``ResizeEdge(scale=438, edge=short) CenterCrop(crop_size=384)``."""
     keys = ('scale', 'edge', 'crop_size', 'keep_ratio')
     return ' '.join(
         f'{transform_name(t)}('
@@ -156,21 +138,17 @@ def describe(pipeline: List[dict], task: str) -> str:
 
 
 def save_untrained(cfg, path: str, log: str, seed: int = 0) -> None:
-    """The model of ``cfg`` as initialised (built by its library's init
-    function, ``init_weights`` seeded with ``seed``), saved as a checkpoint
-    at ``path``; what building it prints (its init table) goes to the file
-    ``log``. A backbone ``init_cfg`` of type ``Pretrained`` is loaded, as
-    training would."""
+    """The model of ``cfg`` as initialised (seeded; ``Pretrained`` init_cfg
+    loaded, as training would) saved at ``path``; its init table to
+    ``log``."""
     with open(log, 'w') as f, redirect_stdout(f), redirect_stderr(f):
         model, _, _ = build_model(cfg, seed=seed, pretrained=True)
     torch.save({'state_dict': model.state_dict(), 'meta': {}}, path)
 
 
 def run_test(cfg, console_path: str) -> dict:
-    """``runner.test()`` of ``cfg`` (a runner built as ``tools/test.py``
-    builds it, in this process); the runner's console output goes to
-    ``console_path`` (its log file is in its work dir as usual). Returns the
-    metrics, numpy and torch scalars as plain numbers (for JSON)."""
+    """The metrics (plain numbers) of ``runner.test()`` of ``cfg`` in this
+    process; the console output goes to ``console_path``."""
     with open(console_path, 'w') as console, redirect_stdout(console), \
             redirect_stderr(console):
         runner = build_runner(cfg)

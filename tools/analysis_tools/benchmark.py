@@ -1,13 +1,10 @@
 """Speed and memory of mmcpvt's models beside the implementations users run
 today (mmpretrain, timm, mmdet); the method is in docs/benchmarks.md.
 
-A fresh Python process measures one model, as users run one model per
-process: it times calls on a fixed input with torch.utils.benchmark. The
-processes of a pair run in ABBA order (ours, theirs, theirs, ours, ...);
-the printed ratio (ours / theirs throughput, > 1: ours faster) is the median
-of the blocks' ratios, with a distribution-free 95 % interval in brackets.
-stdout has the results only; a progress line per block goes to stderr.
-The models, the steps and the child processes are mmcpvt.apis.measure's.
+A fresh process (mmcpvt.apis.measure) measures one model; the processes of
+a pair run in ABBA order, and the ratio (ours / theirs throughput, > 1: ours
+faster) is the median of the blocks' ratios, with a distribution-free 95 %
+interval. stdout has the results; a progress line per block goes to stderr.
 
     python tools/analysis_tools/benchmark.py                  # the targets
     python tools/analysis_tools/benchmark.py \
@@ -43,15 +40,13 @@ DETECTOR_BATCH = 2  # the images per GPU of the RetinaNet configs
 
 @dataclass
 class Job:
-    """A pair to measure, each side's forward or training step."""
     ours: Settings
     theirs: Settings
     target: float | None = None  # the least ours / theirs wanted
 
 
 @dataclass
-class Result:
-    """A pair's measurement (``--json`` writes a list of them)."""
+class Result:  # --json writes a list of them
     job: Job
     ours_s: list[float]  # the median s/call of each run
     theirs_s: list[float]
@@ -60,17 +55,15 @@ class Result:
 
 
 def load_targets(path: str = TARGETS) -> list[dict]:
-    """benchmark_targets.yml: dicts of ours, theirs, what, size, ratio."""
     import yaml
     with open(path) as f:
         return yaml.safe_load(f)
 
 
 def median_interval(values, level=0.95):
-    """Distribution-free confidence interval of the median: the k-th
-    smallest and k-th largest value, with the largest k for which the
-    binomial(n, 1/2) tails leave at least ``level`` between them; (min,
-    max) where n is too small for ``level``."""
+    """Distribution-free interval of the median: the k-th smallest and
+    largest value, k the largest for which the binomial(n, 1/2) tails leave
+    ``level`` between them; (min, max) where n is too small."""
     xs = sorted(values)
     n, k, tail = len(xs), 0, 0.
     while True:  # P(fewer than k+1 of n values below the median)
@@ -84,12 +77,10 @@ def median_interval(values, level=0.95):
 
 def compare(job: Job, runs: int,
             on_block: Callable[[int], None] = lambda k: None) -> Result:
-    """``runs`` fresh processes of each model of a pair, in the order ours,
-    theirs, theirs, ours, ... Each ABBA block gives one ratio, theirs'
-    summed time over ours': each model runs once first and once second in
-    a block, so an advantage of either position cancels, and so does a
-    linear drift of the machine within the block. ``on_block(k)`` follows
-    the k-th block."""
+    """``runs`` processes of each model of a pair, ours, theirs, theirs,
+    ours, ...: each ABBA block's ratio (theirs' summed time over ours')
+    cancels an advantage of either position and a linear drift.
+    ``on_block(k)`` follows the k-th block."""
     times, blocks = ([], []), []
     for i in range(runs):
         for j in ((0, 1) if i % 2 == 0 else (1, 0)):
@@ -102,8 +93,7 @@ def compare(job: Job, runs: int,
 
 
 def plan(args) -> list[Job]:
-    """The pairs of the command line: each one's forward or training step,
-    then with --train the training step."""
+    """The pairs of the command line (with --train also training steps)."""
     if args.compile is not None or args.pairs:
         pairs = args.pairs or [(m, m) for m in args.compile or COMPILED]
         targets = [dict(ours=o, theirs=t, what='forward', size=size,
@@ -179,9 +169,9 @@ def parse_args(argv=None):
         'fp16 with GradScaler')
     add('--with-cp', action='store_true', help='gradient checkpointing')
     add('--train', action='store_true', help='also the training steps')
-    add('--runs', type=int, default=12, help='processes of each '
-        'model, rounded up to whole ABBA blocks; 12 give 6 blocks, the '
-        'fewest for a 95 %% interval')
+    add('--runs', type=int, default=12, help='processes a model, rounded '
+        'up to whole ABBA blocks; 12 give 6 blocks, the fewest for a 95 %% '
+        'interval')
     add('--min-time', type=float, default=3., help='seconds of '
         'timed calls in a process (blocked_autorange; default: %(default)s)')
     add('--json', help='also write the results here')

@@ -39,8 +39,8 @@ def fit_exponent(xs, ys):
 
 
 def run(args) -> list[dict]:
-    """Every (model, side) point, ``args.repeats`` processes each, repeat
-    by repeat so that a drift of the machine touches every point alike."""
+    """Every (model, side) point, repeat by repeat (a drift of the machine
+    touches every point alike)."""
     points = {(m, s): dict(model=m, side=s, tokens=(s / 16) ** 2, ms=[],
                            mib=[], note=None)
               for m in args.models for s in args.sizes}
@@ -77,8 +77,8 @@ def run(args) -> list[dict]:
 
 
 def exponents(points: list[dict]) -> dict:
-    """Each model's exponents over the medians of its measured sides: time,
-    time between the two largest, memory."""
+    """Each model's exponents over its medians: time, time between the two
+    largest sides, memory."""
     fits = {}
     for model in dict.fromkeys(p['model'] for p in points):
         pts = [p for p in points
@@ -113,7 +113,7 @@ def table(result: dict, key: str, title: str) -> str:
 
 def plot(result: dict, path: str):
     """Time and memory against the side, log-log: ours solid, theirs dashed,
-    a colour per pair; the format by the path's suffix (.svg, .png)."""
+    a colour per pair."""
     from matplotlib.figure import Figure  # no pyplot: no global backend
     fig = Figure(figsize=(11, 4.5))
     axes = fig.subplots(1, 2)

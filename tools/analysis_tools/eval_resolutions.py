@@ -108,8 +108,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv=None):
-    """The arguments, checked; bad ones end with ``parser.error`` (exit
-    status 2)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.checkpoint and not args.no_checkpoint:
@@ -145,9 +143,8 @@ def parse_args(argv=None):
 
 
 def load_config(parser, args):
-    """The config with ``--cfg-options`` applied, checked for a test loop,
-    a copy of it at each size and that copy's test pipeline; the task and
-    protocol (default: the task's first) set on ``args``."""
+    """The config, a copy of it at each size and its test pipeline; sets
+    ``args.task`` and ``args.protocol``."""
     cfg = Config.fromfile(args.config)
     # the runs' work dirs are under the output directory; one process
     cfg = cli.apply_common_args(cfg, args.config, args.out_dir,
@@ -172,36 +169,8 @@ def load_config(parser, args):
         parser.error(f'{args.config}: {e}')
 
 
-def pick_metric(parser, task: str, metrics: dict) -> str:
-    """The task's main metric where the evaluator reports it, else its
-    first numeric one; a usage error if it reports no number."""
-    numeric = [k for k, v in metrics.items()
-               if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    if not numeric:
-        parser.error(f'the evaluator reports no number: {metrics}')
-    main = MAIN_METRIC[task][0]
-    return main if main in numeric else numeric[0]
-
-
-def hms(seconds: float) -> str:
-    return str(datetime.timedelta(seconds=round(seconds)))
-
-
-def table(results: dict, sizes: list, metric: str, fmt: str,
-          train_size) -> str:
-    """Rows: models; columns: sizes (the training size starred); cells:
-    ``metric``."""
-    text = cli.text_table(
-        ['model'] + [f'{s}*' if s == train_size else str(s) for s in sizes],
-        [[label] + [fmt.format(m[str(s)][metric]) for s in sizes]
-         for label, m in results.items()])
-    return text + ('\n* the training size' if train_size in sizes else '')
-
-
 def plot(path: str, results: dict, sizes: list, metric: str, train_size,
          title: str, xlabel: str) -> None:
-    """Main metric vs size, one line per model; the training size as a
-    dashed vertical line."""
     from matplotlib.figure import Figure  # no pyplot: no global backend
 
     fig = Figure(figsize=(6.4, 4.2))
@@ -241,6 +210,9 @@ def main(argv=None):
     def say(text):
         print(f'[eval_resolutions] {text}', flush=True)
 
+    def hms(seconds):
+        return str(datetime.timedelta(seconds=round(seconds)))
+
     say(f'{name} ({task}, protocol {args.protocol}): {len(models)} '
         f'model(s) x {len(sizes)} size(s); output in {out_dir}')
     for s in sizes:
@@ -275,7 +247,14 @@ def main(argv=None):
                     f'in {console}')
                 raise
             results[label][str(size)] = metrics
-            metric = report['metric'] = pick_metric(parser, task, metrics)
+            # the task's main metric where reported, else the first number
+            numeric = [k for k, v in metrics.items() if isinstance(
+                v, (int, float)) and not isinstance(v, bool)]
+            if not numeric:
+                parser.error(f'the evaluator reports no number: {metrics}')
+            metric = MAIN_METRIC[task][0]
+            metric = report['metric'] = (metric if metric in numeric else
+                                         numeric[0])
             with open(json_path, 'w') as f:
                 json.dump(report, f, indent=2)
             done, elapsed = sum(map(len, results.values())), time.time() - t0
@@ -290,7 +269,12 @@ def main(argv=None):
          XLABEL[args.protocol])
     print(f'\n{metric} at each test size, without fine-tuning '
           f'({task}, protocol {args.protocol}):')
-    print(table(results, sizes, metric, fmt, train_size))
+    print(cli.text_table(
+        ['model'] + [f'{s}*' if s == train_size else str(s) for s in sizes],
+        [[label] + [fmt.format(m[str(s)][metric]) for s in sizes]
+         for label, m in results.items()]))
+    if train_size in sizes:
+        print('* the training size')
     print(f'\nmetrics: {json_path}\nplot:    {png_path}')
 
 

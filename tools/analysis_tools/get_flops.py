@@ -32,8 +32,7 @@ DEFAULT_SHAPE = {'mmpretrain': (224, 224), 'mmdet': (800, 1280),
 
 
 def count(config: str, shape):
-    """``(params, FLOPs)`` of the model of ``config`` (built by its
-    library's init function, no weights needed) on a ``shape`` input."""
+    """``(params, FLOPs)`` of the untrained model on a ``shape`` input."""
     cfg = Config.fromfile(config)
     model = init_model(cfg).eval()
     for m in model.modules():
@@ -56,7 +55,6 @@ def main():
     which.add_argument('--all', metavar='DIR',
                        help='count every config under DIR instead')
     parser.add_argument('--shape', type=int, nargs='+',
-                        default=None,
                         help='input H [W]; default 224 for classifiers, '
                         '800 1280 for detectors, 512 for segmentors')
     parser.add_argument('--markdown', action='store_true')

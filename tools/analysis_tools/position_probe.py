@@ -39,28 +39,22 @@ def parse_args(argv=None):
         epilog=__doc__.split('\n\n', 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add = parser.add_argument
-    add('config', help='config file (classifier, detector or segmentor); '
-        'its backbone is analysed')
-    add('checkpoint', nargs='?', help='checkpoint file (whole model or '
-        'backbone); without one the weights are random')
+    add('config', help='classifier, detector or segmentor config')
+    add('checkpoint', nargs='?', help='of the model or backbone (default: '
+        'random weights)')
     add('--cfg-options', nargs='+', action='extend', metavar='KEY=VALUE',
-        help='override config settings, key=value (e.g. '
-        'model.backbone.peg_cfg.padding_mode=circular)')
+        help='e.g. model.backbone.peg_cfg.padding_mode=circular')
     add('--device', default='cuda' if torch.cuda.is_available() else 'cpu',
         help='cpu or cuda (default: cuda if available)')
-    add('--block', nargs='+', metavar='N', help='blocks to probe: global '
-        'index (-1 or "input": before the first block) or STAGE.BLOCK; '
-        'default: all')
-    add('--border', type=int, default=1,
-        help='border width in tokens (default 1)')
-    add('--num-images', type=int, default=64,
-        help='images to use (default 64)')
-    add('--random-images', action='store_true', help='uniform-noise images '
-        '(seed 0) instead of the config\'s test data (for configs whose '
-        'data is not present)')
-    add('--img-size', type=int, metavar='SIZE', help='side of the '
-        '--random-images (default: the backbone\'s img_size, else 224)')
-    add('--out', help='write the results as JSON here')
+    add('--block', nargs='+', metavar='N', help='global index (-1 or '
+        '"input": before the first block) or STAGE.BLOCK (default: all)')
+    add('--border', type=int, default=1, help='in tokens (default 1)')
+    add('--num-images', type=int, default=64, help='default 64')
+    add('--random-images', action='store_true', help='uniform noise (seed '
+        '0) instead of the config\'s test data')
+    add('--img-size', type=int, metavar='SIZE', help='of --random-images '
+        '(default: the backbone\'s img_size, else 224)')
+    add('--out', help='the results as JSON')
     add('--alpha', type=float, default=1.0,
         help='ridge penalty, > 0 (default 1.0)')
     args = parser.parse_args(argv)
@@ -88,8 +82,7 @@ def main(argv=None):
         parser.error('the probe needs at least 2 images (half to fit, half '
                      'to test)')
     stride = max(i.stride for i in infos)
-    # every region's R^2 needs an interior of 2x2 inside the border
-    side = 2 * args.border + 2
+    side = 2 * args.border + 2  # an interior of 2x2 inside the border
     if min(images.shape[-2:]) < side * stride:
         parser.error(
             f'{instruments.size_option(args.random_images, images)} gives '
@@ -115,8 +108,7 @@ def main(argv=None):
 
 
 def format_table(rows: List[dict]) -> str:
-    """Rows ``{'name', 'grid', 'all', 'interior', 'border'}`` (scores as
-    :func:`position_probe` returns them) as a text table."""
+    """Rows of :func:`position_probe`'s scores, with name and grid."""
     return cli.text_table(
         ['block', 'grid', 'R2 all', 'R2 int', 'R2 bord', 'MAE all',
          'MAE int', 'MAE bord', 'MAE guess'],

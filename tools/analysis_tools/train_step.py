@@ -6,20 +6,12 @@ checkpointing) and under each ``--amp`` autocast (fp16 with GradScaler,
 bf16): the loss and every gradient finite (fp16 steps that GradScaler skips
 for an overflow are counted), every weight updated, a forward at 225x301
 finite, and in fp32 the no-grad forward (the FFN's in-place activation)
-equal to the autograd one. Exits 1 on a failure. (Throughput against timm
-and mmdet on the same device: benchmark.py --device cuda.)
+equal to the autograd one. Exits 1 on a failure. It needs torch, timm,
+mmengine and mmcv-lite only (on a machine without OpenMMLab packages:
+docs/get_started.md, "Training on a GPU")::
 
-It runs where torch and timm are installed but no OpenMMLab package and no
-network (the lent GPU machines): mmengine and mmcv without ops (mmcv-lite)
-travel as wheels (tools/install/gpu_wheels.sh); mmcpvt is this clone, on
-``PYTHONPATH``. With the device tool's ``run``, ``carry=['.whl']``::
-
-    python3 -m pip install -q --no-index --no-deps --no-compile \
-        --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-        && export PYTHONPATH=/tmp/site:$PWD || exit; PYTHONUNBUFFERED=1 \
-        python3 tools/analysis_tools/train_step.py --amp fp16 bf16
-
-    python tools/analysis_tools/train_step.py --device cpu --amp bf16  # here
+    python tools/analysis_tools/train_step.py --amp fp16 bf16
+    python tools/analysis_tools/train_step.py --device cpu --amp bf16
 """
 import argparse
 import sys
@@ -79,8 +71,7 @@ def main():
     add('--device', default='cuda', help='cpu or cuda[:N] (default cuda)')
     add('--amp', nargs='*', default=['fp16', 'bf16'], choices=['fp16', 'bf16'],
         help='autocast dtypes besides fp32 (default: both)')
-    add('--cases', nargs='+', choices=CHECKED, default=CHECKED,
-        help='these only (default: all)')
+    add('--cases', nargs='+', choices=CHECKED, default=CHECKED)
     add('--batch', type=int, default=8)
     add('--size', type=int, default=224)
     add('--steps', type=int, default=4)

@@ -39,7 +39,6 @@ Examples::
 """
 import argparse
 import sys
-from typing import List
 
 import torch
 
@@ -57,34 +56,28 @@ def parse_args(argv=None):
         epilog=__doc__.split('\n\n', 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add = parser.add_argument
-    add('config', help='config file (classifier, detector or segmentor); '
-        'its backbone is analysed')
-    add('checkpoint', nargs='?', help='checkpoint file (whole model or '
-        'backbone); without one the weights are random')
+    add('config', help='classifier, detector or segmentor config')
+    add('checkpoint', nargs='?', help='of the model or backbone (default: '
+        'random weights)')
     add('--cfg-options', nargs='+', action='extend', metavar='KEY=VALUE',
-        help='override config settings, key=value (e.g. '
-        'model.backbone.peg_cfg.padding_mode=circular)')
+        help='e.g. model.backbone.peg_cfg.padding_mode=circular')
     add('--device', default='cuda' if torch.cuda.is_available() else 'cpu',
         help='cpu or cuda (default: cuda if available)')
-    add('--block', nargs='+', metavar='N', help='blocks to report: global '
-        'index (-1 or "input": before the first block) or STAGE.BLOCK; '
-        'default: all')
-    add('--border', type=int, default=1,
-        help='border width in tokens (default 1)')
-    add('--num-images', type=int, default=16,
-        help='images to use (default 16)')
-    add('--random-images', action='store_true', help='uniform-noise images '
-        '(seed 0) instead of the config\'s test data (for configs whose '
-        'data is not present)')
-    add('--img-size', type=int, metavar='SIZE', help='side of the '
-        '--random-images (default: the backbone\'s img_size, else 224)')
-    add('--out', help='write the results as JSON here')
+    add('--block', nargs='+', metavar='N', help='global index (-1 or '
+        '"input": before the first block) or STAGE.BLOCK (default: all)')
+    add('--border', type=int, default=1, help='in tokens (default 1)')
+    add('--num-images', type=int, default=16, help='default 16')
+    add('--random-images', action='store_true', help='uniform noise (seed '
+        '0) instead of the config\'s test data')
+    add('--img-size', type=int, metavar='SIZE', help='of --random-images '
+        '(default: the backbone\'s img_size, else 224)')
+    add('--out', help='the results as JSON')
     add('--shifts', type=int, nargs='+', default=[1, 2, 3], metavar='S',
         help='shifts in patches, applied down and right (negative: up and '
         'left), not 0; default 1 2 3')
     add('--mode', default='circular', choices=MODES,
-        help='roll the image, or shift zeros in and compare only the tokens '
-        'that came from the image (default circular)')
+        help='circular: roll the image; zero: shift zeros in, compare the '
+        'tokens from the image (default circular)')
     args = parser.parse_args(argv)
     try:
         cli.check_options(cli.checked(int, bool, '0 is no shift'),
@@ -112,8 +105,7 @@ def main(argv=None):
             f'multiple of the patch size of this {type(backbone).__name__} '
             f'({patch} px): shifts by whole patches would not be '
             f'equivariant even without position encoding; use a multiple '
-            f'of {patch}, e.g. '
-            f'{max(patch, H // patch * patch)}')
+            f'of {patch}, e.g. {max(patch, H // patch * patch)}')
     grid = min(H, W) // patch
     if max(map(abs, args.shifts)) >= grid:  # a whole turn, or past the map
         parser.error(f'--shifts {" ".join(map(str, args.shifts))}: the '
@@ -134,7 +126,14 @@ def main(argv=None):
           f'axes; {len(images)} images; border = {args.border} token(s)): '
           f'relative error ||f(shift x) - shift f(x)|| / ||f(x)||, mean '
           f'over the shifts evaluated')
-    print(format_table(results))
+    print(cli.text_table(
+        ['block', 'stride', 'grid', 'shift (tok)', 'interior', 'border',
+         'all'],
+        [[r['name'], str(r['stride']), 'x'.join(map(str, r['grid'])),
+          ','.join(str(e['tokens']) for e in r['per_shift'].values())
+          or 'none'] + ['-' if r[k] is None else f'{r[k]:.2e}'
+                        for k in ('interior', 'border', 'all')]
+         for r in results]))
     skipped = [f'{r["name"]} (shifts {", ".join(map(str, r["skipped"]))})'
                for r in results if r['skipped']]
     if skipped:
@@ -147,18 +146,6 @@ def main(argv=None):
                               args.random_images, args.border,
                               mode=args.mode, shifts=args.shifts,
                               patch=patch, blocks=results)
-
-
-def format_table(results: List[dict]) -> str:
-    """The results as a text table (mean over shifts)."""
-    return cli.text_table(
-        ['block', 'stride', 'grid', 'shift (tok)', 'interior', 'border',
-         'all'],
-        [[r['name'], str(r['stride']), 'x'.join(map(str, r['grid'])),
-          ','.join(str(e['tokens']) for e in r['per_shift'].values())
-          or 'none'] + ['-' if r[k] is None else f'{r[k]:.2e}'
-                        for k in ('interior', 'border', 'all')]
-         for r in results])
 
 
 if __name__ == '__main__':

@@ -26,7 +26,7 @@ from mmengine.logging import MMLogger
 
 from mmcpvt.apis import cli
 from mmcpvt.apis.cfg_options import parse_cfg_options
-from mmcpvt.apis.model import build_model, input_channels
+from mmcpvt.apis.model import build_model, get_backbone, input_channels
 from mmcpvt.utils.checkpoint import require_file
 from mmcpvt.utils.path import check_output
 
@@ -90,7 +90,7 @@ class ClassifierScores(nn.Module):
 
 
 class BackboneFeatures(nn.Module):
-    """A backbone whose outputs are returned as a tuple of tensors."""
+    """A backbone whose outputs are a tuple of tensors."""
 
     def __init__(self, backbone: nn.Module):
         super().__init__()
@@ -105,19 +105,15 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description='Export a model of an mmcpvt config to ONNX and check it '
         'with onnxruntime (docs/deployment.md).')
-    parser.add_argument('config', help='classifier, detector or segmentor')
-    parser.add_argument(
-        'checkpoint', nargs='?', default=None,
-        help='of the whole model, a file or a URL (default: the config\'s '
-        'random initialisation)')
-    parser.add_argument('--output-file', help='the .onnx file (default: '
-                        'work_dirs/<config name>/<config name>.onnx)')
-    parser.add_argument(
-        '--shape', type=int, nargs='+', default=[224],
-        metavar='SIZE',
+    add = parser.add_argument
+    add('config', help='classifier, detector or segmentor')
+    add('checkpoint', nargs='?', help='of the whole model, a file or a URL '
+        '(default: the config\'s random initialisation)')
+    add('--output-file', help='the .onnx file (default: '
+        'work_dirs/<config name>/<config name>.onnx)')
+    add('--shape', type=int, nargs='+', default=[224], metavar='SIZE',
         help='input H [W] of the trace and the first check (default 224)')
-    parser.add_argument(
-        '--opset', type=int, default=DEFAULT_OPSET,
+    add('--opset', type=int, default=DEFAULT_OPSET,
         help=f'at least {MIN_OPSET} (default %(default)s)')
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument('--dynamic-export', dest='dynamic', action='store_true',
@@ -125,22 +121,17 @@ def parse_args(argv=None):
                       '(the default)')
     mode.add_argument('--static', dest='dynamic', action='store_false',
                       help='batch 1 and --shape')
-    parser.add_argument('--backbone-only', action='store_true',
-                        help='export the backbone of a classifier')
-    parser.add_argument('--verify', action='store_true',
-                        help='check a --static file too (a dynamic one '
-                        'always is)')
-    parser.add_argument(
-        '--verify-shape', type=int, nargs=2,
-        metavar=('H', 'W'),
+    add('--backbone-only', action='store_true',
+        help='export the backbone of a classifier')
+    add('--verify', action='store_true',
+        help='check a --static file too (a dynamic one always is)')
+    add('--verify-shape', type=int, nargs=2, metavar=('H', 'W'),
         help='the second size of the check (default: --shape x 0.9 and x '
         '1.1, made odd: no patch, stride or window divides it)')
-    parser.add_argument(
-        '--atol', type=float, default=DEFAULT_ATOL,
+    add('--atol', type=float, default=DEFAULT_ATOL,
         help='largest max |delta| accepted (default %(default)s)')
-    parser.add_argument('--cfg-options', nargs='+', action='extend',
-                        metavar='KEY=VALUE',
-                        help='override config settings, key=value')
+    add('--cfg-options', nargs='+', action='extend', metavar='KEY=VALUE',
+        help='override config settings, key=value')
     args = parser.parse_args(argv)
     if len(args.shape) > 2:
         parser.error(f'--shape takes H [W], got {args.shape}')
@@ -166,29 +157,12 @@ def parse_args(argv=None):
     return parser, args
 
 
-def second_size(shape: Sequence[int]) -> Tuple[int, int]:
-    """A second verification size: ``shape`` scaled by 0.9 (H) and 1.1 (W),
-    made odd so that no patch, stride or even window divides it."""
-    H, W = round(shape[0] * 0.9), round(shape[1] * 1.1)
-    return max(H - (H % 2 == 0), 1), W + (W % 2 == 0)
-
-
-def normalisation(cfg) -> dict:
-    """Mean, std and channel order the exported graph expects its input to
-    have been normalised with (the config's data preprocessor)."""
-    pre = {**(cfg.get('data_preprocessor') or {}),
-           **(cfg.model.get('data_preprocessor') or {})}
-    return dict(mean=pre.get('mean'), std=pre.get('std'),
-                to_rgb=bool(pre.get('to_rgb', pre.get('bgr_to_rgb'))))
-
-
 def export(module: nn.Module, output_file: str, shape: Sequence[int],
            opset: int, dynamic: bool, output_names: List[str],
            spatial_outputs: Sequence[bool], metadata=None) -> None:
-    """Trace ``module`` (eval mode) at a batch of one ``shape`` image and
-    write the ONNX file, checked, with ``metadata`` (str values) in its
-    ``metadata_props``; with ``dynamic``, batch, height and width of the
-    input (and batch / height / width of the outputs) are symbolic."""
+    """Trace ``module`` on one ``shape`` image into a checked ONNX file with
+    ``metadata`` (str values); ``dynamic``: batch, height and width of the
+    input and outputs symbolic."""
     import onnx
     dynamic_axes = {'input': {0: 'batch', 2: 'height', 3: 'width'}, **{
         name: {0: 'batch', 2: f'{name}_height', 3: f'{name}_width'}
@@ -216,10 +190,8 @@ def export(module: nn.Module, output_file: str, shape: Sequence[int],
 
 def verify(module: nn.Module, output_file: str, sizes, output_names,
            atol: float, batch: int = 2, seed: int = 0) -> bool:
-    """Run the file with onnxruntime at each (H, W) of ``sizes`` on a seeded
-    normal batch (the scale of normalised images), compare every output
-    with PyTorch's and print the largest |delta| of each. Returns whether
-    all are within ``atol``."""
+    """Whether onnxruntime gives PyTorch's outputs within ``atol`` at each
+    (H, W) of ``sizes`` on a seeded normal batch; prints each max |delta|."""
     import onnxruntime as ort
     ort.set_default_logger_severity(3)  # its errors are printed below
     sess = ort.InferenceSession(output_file,
@@ -263,10 +235,9 @@ def verify(module: nn.Module, output_file: str, sizes, output_names,
 
 
 def exported_module(model: nn.Module, backbone_only: bool, shape):
-    """What is exported of ``model``: ``(module, description, output names,
-    whether each output is a (B, C, H, W) map)``: the classifier's scores
-    of an mmpretrain classifier, else the backbone's feature maps."""
-    backbone = getattr(model, 'backbone', model)
+    """``(module, description, output names, whether each is a map)``: a
+    classifier's scores, else the backbone's feature maps."""
+    backbone = get_backbone(model)
     classifier = hasattr(model, 'head')  # mmdet / mmseg: bbox_head, ...
     if classifier and not backbone_only:
         what = (f'classifier {type(model).__name__} '
@@ -302,7 +273,11 @@ def main(argv=None):
                      f'(nothing was run), or it is damaged')
     module, what, output_names, spatial = exported_module(
         model, args.backbone_only, args.shape)
-    norm = normalisation(cfg)
+    # what the graph's input must have been normalised with
+    pre = {**(cfg.get('data_preprocessor') or {}),
+           **(cfg.model.get('data_preprocessor') or {})}
+    norm = dict(mean=pre.get('mean'), std=pre.get('std'),
+                to_rgb=bool(pre.get('to_rgb', pre.get('bgr_to_rgb'))))
     export(module, args.output_file, args.shape, args.opset, args.dynamic,
            output_names, spatial, dict(
                mmcpvt_config=osp.basename(args.config), mmcpvt_exported=what,
@@ -318,8 +293,10 @@ def main(argv=None):
     if not (args.verify or args.dynamic):
         return
     sizes = [args.shape]
-    if args.dynamic:
-        sizes.append(tuple(args.verify_shape or second_size(args.shape)))
+    if args.dynamic:  # x 0.9 and x 1.1, odd: no patch or stride divides it
+        H, W = round(args.shape[0] * 0.9), round(args.shape[1] * 1.1)
+        sizes.append(tuple(args.verify_shape or (max(H - (H % 2 == 0), 1),
+                                                 W + (W % 2 == 0))))
     if not verify(module, args.output_file, sizes, output_names, args.atol):
         hint = (' A size frozen into the graph (computed in Python) fails '
                 'at the second size only; --static --shape H W exports the '

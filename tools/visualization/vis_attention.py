@@ -51,27 +51,23 @@ def parse_args(argv=None):
         epilog=__doc__.split('\n\n', 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter)
     add = parser.add_argument
-    add('config', help='config file (classifier, detector or segmentor); '
-        'its backbone is analysed')
-    add('checkpoint', help='checkpoint file')
-    add('image', help='image file; the config\'s test pipeline and data '
-        'preprocessor prepare it')
+    add('config', help='classifier, detector or segmentor config')
+    add('checkpoint')
+    add('image', help='prepared by the config\'s test pipeline')
     add('--cfg-options', nargs='+', action='extend', metavar='KEY=VALUE',
-        help='override config settings, key=value (e.g. '
-        'model.backbone.peg_cfg.padding_mode=circular)')
+        help='e.g. model.backbone.peg_cfg.padding_mode=circular')
     add('--device', default='cuda' if torch.cuda.is_available() else 'cpu',
         help='cpu or cuda (default: cuda if available)')
-    add('--block', default='1', help='block: global index or STAGE.BLOCK '
-        '(default 1, the second encoder)')
-    add('--head', type=int, default=0, help='attention head (default 0)')
+    add('--block', default='1', help='global index or STAGE.BLOCK (default '
+        '1, the second encoder)')
+    add('--head', type=int, default=0, help='default 0')
     add('--query', nargs='+', action='append', metavar='ROW COL',
         help='a query token: ROW COL of a patch, or cls; repeat for more')
     add('--out-dir', default='work_dirs/vis_attention',
-        help='where the files go (default work_dirs/vis_attention)')
+        help='default work_dirs/vis_attention')
     add('--with-cls', action='store_true', help='draw the class token\'s '
         'row and column too (default: patch tokens only, as the paper)')
-    add('--save-npy', action='store_true',
-        help='also save the matrix as .npy')
+    add('--save-npy', action='store_true', help='the matrix as .npy too')
     args = parser.parse_args(argv)
     try:
         require_file(args.image, 'image')
@@ -145,13 +141,9 @@ def main(argv=None):
 
 
 def image_from_file(cfg, model, path: str):
-    """One image file through the config's test pipeline (annotation
-    loading left out) and the model's data preprocessor.
-
-    Returns:
-        tuple: ``(batch (1, 3, H, W), rgb (H, W, 3) uint8)``, the second the
-        pipeline's image before normalisation and padding, for display.
-    """
+    """``(batch (1, 3, H, W), rgb (H, W, 3) uint8)``: an image file through
+    the config's test pipeline (no annotations) and the data preprocessor,
+    and the pipeline's image before normalisation, for display."""
     from mmengine.dataset import Compose
     pipeline = copy.deepcopy(cfg.get('test_dataloader', {}).get(
         'dataset', {}).get('pipeline') or cfg.get('test_pipeline', None))

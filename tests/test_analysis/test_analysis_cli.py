@@ -112,92 +112,69 @@ def test_vis_attention_cli(tiny_config, checkpoint, tmp_path):
     assert np.array_equal(matrix[1:, 1:], patches)
 
 
-def errors_of(capsys, name, *argv):
-    with pytest.raises(SystemExit) as e:
-        load_tool(name).main(list(argv))
-    assert e.value.code != 0
-    return capsys.readouterr().err
-
-
-def test_bad_input_is_refused_clearly(tiny_config, checkpoint, tmp_path,
-                                      capsys):
-    err = errors_of(capsys, 'position_probe', tiny_config, '--block', '5',
-                    '--random-images')
-    assert 'block 5 out of range' in err and '-1 (input) to 1' in err
-    err = errors_of(capsys, 'translation_equivariance', tiny_config,
-                    '--mode', 'reflect')
-    assert "argument --mode: invalid choice: 'reflect'" in err
-    assert 'circular' in err
-    err = errors_of(capsys, 'position_probe', 'nowhere.py')
-    assert 'config file not found: nowhere.py' in err
-    err = errors_of(capsys, 'translation_equivariance', tiny_config,
-                    'nowhere.pth')
-    assert 'checkpoint file not found: nowhere.pth' in err
-    err = errors_of(capsys, 'vis_attention', tiny_config, checkpoint,
-                    'nowhere.jpg')
-    assert 'image file not found: nowhere.jpg' in err
+BAD = [  # tool, argv ({config}, {ckpt}, {tmp}: tmp_path), what it says
+    ('position_probe', '{config} --block 5 --random-images',
+     ['block 5 out of range', '-1 (input) to 1']),
+    ('translation_equivariance', '{config} --mode reflect',
+     ["argument --mode: invalid choice: 'reflect'", 'circular']),
+    ('position_probe', 'nowhere.py', ['config file not found: nowhere.py']),
+    ('translation_equivariance', '{config} nowhere.pth',
+     ['checkpoint file not found: nowhere.pth']),
+    ('vis_attention', '{config} {ckpt} nowhere.jpg',
+     ['image file not found: nowhere.jpg']),
     # the config's ImageNet data are not here
-    err = errors_of(capsys, 'position_probe', tiny_config, '--num-images',
-                    '2', '--cfg-options',
-                    f'test_dataloader.dataset.data_root={tmp_path}')
-    assert 'could not read the config\'s test data' in err
-    assert '--random-images' in err
-    image = tmp_path / 'img.png'
-    import cv2
-    cv2.imwrite(str(image), np.zeros((64, 64, 3), np.uint8))
-    err = errors_of(capsys, 'vis_attention', tiny_config, checkpoint,
-                    str(image), '--query', '14', '0')
-    assert 'outside the 14x14 token grid' in err
-    err = errors_of(capsys, 'vis_attention', tiny_config, checkpoint,
-                    str(image), '--block', '-1')
-    assert 'has no attention' in err
-
-
-def test_unusable_values_are_refused_before_any_work(tiny_config, checkpoint,
-                                                     tmp_path, capsys):
-    """Values that used to give figures without a word, a table of NaN, or
-    fail once the work was done; each message names the option, the value
-    and what is allowed."""
-    err = errors_of(capsys, 'position_probe', tiny_config, '--random-images',
-                    '--alpha', '-1')
-    assert 'argument --alpha: the ridge penalty must be > 0' in err
-    assert 'got -1' in err
+    ('position_probe', '{config} --num-images 2 --cfg-options '
+     'test_dataloader.dataset.data_root={tmp}',
+     ["could not read the config's test data", '--random-images']),
+    ('vis_attention', '{config} {ckpt} {tmp}/img.png --query 14 0',
+     ['outside the 14x14 token grid']),
+    ('vis_attention', '{config} {ckpt} {tmp}/img.png --block -1',
+     ['has no attention']),
+    # values that used to give figures without a word, a table of NaN, or
+    # fail once the work was done
+    ('position_probe', '{config} --random-images --alpha -1',
+     ['argument --alpha: the ridge penalty must be > 0', 'got -1']),
     # 4 px: one 16 px patch; the probe needs 4x4 tokens at border 1
-    err = errors_of(capsys, 'position_probe', tiny_config, '--random-images',
-                    '--img-size', '4')
-    assert '--img-size 4 gives too few tokens for the probe' in err
-    assert 'largest stride is 16 px: at least 64 px' in err
-    err = errors_of(capsys, 'translation_equivariance', tiny_config,
-                    '--random-images', '--img-size', '70')
-    assert ('--img-size 70 is not a multiple of the patch size of this CPVT '
-            '(16 px)') in err and 'e.g. 64' in err
+    ('position_probe', '{config} --random-images --img-size 4',
+     ['--img-size 4 gives too few tokens for the probe',
+      'largest stride is 16 px: at least 64 px']),
+    ('translation_equivariance', '{config} --random-images --img-size 70',
+     ['--img-size 70 is not a multiple of the patch size of this CPVT '
+      '(16 px)', 'e.g. 64']),
     # 4 patches a side: a shift of 4 is a whole turn (it reported 0.00)
-    err = errors_of(capsys, 'translation_equivariance', tiny_config,
-                    '--random-images', '--img-size', '64', '--shifts', '1',
-                    '1000')
-    assert ('--shifts 1 1000: the 64x64 input is 4x4 patches; shifts must '
-            'be smaller than 4') in err
-    err = errors_of(capsys, 'position_probe', tiny_config, '--random-images',
-                    '--out', str(tmp_path))
-    assert (f'--out {tmp_path} is a directory; it takes the file to write, '
-            f'e.g. {tmp_path / "probe.json"}') in err
-    err = errors_of(capsys, 'translation_equivariance', tiny_config,
-                    '--random-images', '--out', str(tmp_path))
-    assert f'--out {tmp_path} is a directory' in err
-    a_file = tmp_path / 'a_file'
-    a_file.write_text('')
-    err = errors_of(capsys, 'translation_equivariance', tiny_config,
-                    '--random-images', '--out', str(a_file / 'r.json'))
-    assert f'--out {a_file / "r.json"}: {a_file} is a file, not a directory' \
-        in err
-    err = errors_of(capsys, 'vis_attention', tiny_config, checkpoint,
-                    str(a_file), '--out-dir', str(a_file / 'vis'))
-    assert (f'--out-dir {a_file / "vis"}: {a_file} is a file; it takes a '
-            'directory') in err
+    ('translation_equivariance',
+     '{config} --random-images --img-size 64 --shifts 1 1000',
+     ['--shifts 1 1000: the 64x64 input is 4x4 patches; shifts must be '
+      'smaller than 4']),
+    ('position_probe', '{config} --random-images --out {tmp}',
+     ['--out {tmp} is a directory; it takes the file to write, e.g. '
+      '{tmp}/probe.json']),
+    ('translation_equivariance', '{config} --random-images --out {tmp}',
+     ['--out {tmp} is a directory']),
+    ('translation_equivariance',
+     '{config} --random-images --out {tmp}/a_file/r.json',
+     ['--out {tmp}/a_file/r.json: {tmp}/a_file is a file, not a directory']),
+    ('vis_attention', '{config} {ckpt} {tmp}/a_file --out-dir '
+     '{tmp}/a_file/vis',
+     ['--out-dir {tmp}/a_file/vis: {tmp}/a_file is a file; it takes a '
+      'directory']),
+]
 
 
-def test_help_has_an_example():
-    for name in TOOLS:
-        with pytest.raises(SystemExit) as e:
-            load_tool(name).parse_args(['--help'])
-        assert e.value.code == 0
+@pytest.mark.parametrize('name, argv, says', BAD)
+def test_bad_input_is_refused_clearly(tiny_config, checkpoint, tmp_path,
+                                      capsys, name, argv, says):
+    """Each message names the option, the value and what is allowed."""
+    import cv2
+    cv2.imwrite(str(tmp_path / 'img.png'), np.zeros((64, 64, 3), np.uint8))
+    (tmp_path / 'a_file').write_text('')
+
+    def fill(text):
+        return text.format(config=tiny_config, ckpt=checkpoint, tmp=tmp_path)
+
+    with pytest.raises(SystemExit) as e:
+        load_tool(name).main(fill(argv).split())
+    assert e.value.code != 0
+    err = capsys.readouterr().err
+    for text in says:
+        assert fill(text) in err, err

@@ -1,11 +1,6 @@
-"""The analysis tools: get_flops, benchmark and train_step.
-
-get_flops is checked against published figures (mmpretrain's DeiT numbers,
-the paper's PVT-S+PEG+GAP and Swin-T+PEG), in-process and as a user runs it;
-benchmark and train_step run as subprocesses on tiny settings;
-benchmark's pairing (same input, ABBA order of runs, block ratios) is
-checked in-process with stand-in measurements.
-"""
+"""get_flops against published figures; benchmark and train_step as a user
+runs them on tiny settings, and benchmark's ABBA pairing with stand-in
+measurements; mmcpvt.apis.measure's models, runners and child processes."""
 import dataclasses
 import glob
 import json
@@ -20,6 +15,7 @@ import types
 import pytest
 import torch
 
+from mmcpvt.apis import measure
 from tests import utils
 from tests.utils import ROOT, explain, n_params
 
@@ -75,14 +71,6 @@ def test_count_matches_published(get_flops, name):
         assert round(params / 1e6, 2) == params_m, (name, params)
 
 
-def test_get_flops_cli_one_config():
-    config = 'configs/cpvt/deit-tiny_4xb256_in1k.py'
-    out = run_tool('get_flops', config)
-    assert out.returncode == 0, out.stderr
-    assert (f'{config}: input 224x224, params 5.72 M, FLOPs 1.26 G'
-            in out.stdout.splitlines()), out.stdout
-
-
 def test_get_flops_cli_all_markdown():
     out = run_tool('get_flops', '--all', 'configs/cpvt', '--markdown')
     assert out.returncode == 0, out.stderr
@@ -91,16 +79,12 @@ def test_get_flops_cli_all_markdown():
                          '|---|---|---|---|']
     rows = {}
     for line in lines[2:]:
-        cells = [c.strip() for c in line.strip('|').split('|')]
-        assert len(cells) == 4, line
-        rows[cells[0]] = cells[1:]
-    expected = sorted(
+        config, *cells = [c.strip() for c in line.strip('|').split('|')]
+        assert len(cells) == 3 and cells[0] == '224x224', line
+        rows[config] = cells
+    assert sorted(rows) == sorted(
         osp.relpath(p, ROOT)
         for p in glob.glob(osp.join(ROOT, 'configs', 'cpvt', '*.py')))
-    assert sorted(rows) == expected
-    for config, (size, params, flops) in rows.items():
-        assert size == '224x224', config
-        assert float(params) > 0 and float(flops) > 0, config
     assert rows['configs/cpvt/deit-base_4xb256_in1k.py'] == [
         '224x224', '86.57', '17.58']
     # a PEG adds a few parameters and almost no FLOPs to the same ViT
@@ -111,10 +95,16 @@ def test_get_flops_cli_all_markdown():
         assert float(cpvt[1]) < float(deit[1]), arch  # no learned PE
 
 
-def test_get_flops_missing_config():
+def test_get_flops_cli_one_config_and_refusals():
+    config = 'configs/cpvt/deit-tiny_4xb256_in1k.py'
+    out = run_tool('get_flops', config)
+    assert out.returncode == 0, out.stderr
+    assert (f'{config}: input 224x224, params 5.72 M, FLOPs 1.26 G'
+            in out.stdout.splitlines()), out.stdout
     out = run_tool('get_flops', 'configs/cpvt/no-such-config.py')
-    assert out.returncode != 0
-    assert 'configs/cpvt/no-such-config.py' in out.stdout + out.stderr
+    assert out.returncode == 2
+    assert 'config file not found: configs/cpvt/no-such-config.py' \
+        in out.stderr
     # it used to exit 0 with no output
     out = run_tool('get_flops', '--all', '/nonexistent_dir')
     assert out.returncode == 2, out.stderr
@@ -142,54 +132,34 @@ def result_line(stdout, what, ours, theirs):
     return [float(g) for g in match.groups()]
 
 
-def test_benchmark_cli_pair_one_process_per_run(tmp_path):
-    # the forward only: the training step's child is tested below
-    out = run_tool('benchmark', '--pairs', 'cpvt-tiny:deit-tiny@mmpretrain',
-                   *TINY, '--json', str(tmp_path / 'r.json'), timeout=600)
+def test_benchmark_cli_pair_amp_train(tmp_path):
+    """A pair's forward and training step under bf16 autocast (the GPU
+    comparison's settings, on the CPU), a process a run."""
+    timm_deit = 'deit_tiny_patch16_224@timm'
+    out = run_tool('benchmark', '--pairs', f'cpvt-tiny:{timm_deit}', *TINY,
+                   '--train', '--amp', 'bf16', '--json',
+                   str(tmp_path / 'r.json'), timeout=600)
     assert out.returncode == 0, explain(out)
-    assert 'each model alone in its own process' in out.stdout.splitlines()[0]
-    # a progress line per ABBA block on stderr; stdout has the results only
-    assert re.search(
-        r'^\[1/1 blocks\] forward 64px cpvt-tiny vs deit-tiny@mmpretrain, '
-        rf'block 1/1: {NUMBER} min so far, ~{NUMBER} min left$',
-        out.stderr, re.M), out.stderr
-    assert 'blocks]' not in out.stdout
-    batch, ours, theirs, ratio, lo, hi = result_line(
-        out.stdout, 'forward', 'cpvt-tiny', 'deit-tiny@mmpretrain')
-    assert batch == 2 and ours > 0 and theirs > 0
-    # two runs of each, one ABBA block: its ratio of summed times is the
-    # ratio of the mean (here: median) times, and the interval of one block
-    # is that block
-    assert ratio == pytest.approx(ours / theirs, rel=0.01), out.stdout
-    assert lo == hi == ratio
+    assert '; bf16; each model alone in its own process' \
+        in out.stdout.splitlines()[0]
+    assert '[2/2 blocks] train 64px' in out.stderr  # progress
+    for what in ('forward', 'train'):
+        batch, ours_s, theirs_s, ratio, lo, hi = result_line(
+            out.stdout, what, 'cpvt-tiny', timm_deit)
+        # one ABBA block: its ratio of summed times is the ratio of the
+        # mean (here: median) times, and its interval is that block
+        assert batch == 2 and ours_s > 0 and theirs_s > 0
+        assert ratio == pytest.approx(ours_s / theirs_s, rel=0.01)
+        assert lo == hi == ratio
     with open(tmp_path / 'r.json') as f:
-        (r, ) = json.load(f)
+        r, _ = json.load(f)
     ours, theirs = r['job']['ours'], r['job']['theirs']
     assert (ours['model'], theirs['model'], ours['what'], ours['size'],
-            ours['batch'], theirs['batch']) == (
-        'cpvt-tiny', 'deit-tiny@mmpretrain', 'forward', 64, 2, 2)
+            ours['batch'], theirs['batch'], ours['amp'], theirs['amp']) == (
+        'cpvt-tiny', timm_deit, 'forward', 64, 2, 2, 'bf16', 'bf16')
     assert not (ours['compile'] or r['job']['target'])
     assert len(r['ours_s']) == len(r['theirs_s']) == 2
     assert r['ratio'] == pytest.approx(sum(r['theirs_s']) / sum(r['ours_s']))
-
-
-def test_benchmark_cli_amp_train(tmp_path):
-    """The GPU comparison's settings (autocast, the training step, timm's
-    DeiT) on the CPU: every child runs its step under bf16 autocast."""
-    out = run_tool('benchmark', '--pairs',
-                   'cpvt-tiny:deit_tiny_patch16_224@timm', *TINY, '--train',
-                   '--amp', 'bf16', '--json', str(tmp_path / 'r.json'),
-                   timeout=600)
-    assert out.returncode == 0, explain(out)
-    assert '; bf16; each model alone' in out.stdout.splitlines()[0]
-    for what in ('forward', 'train'):
-        batch, ours, theirs, *_ = result_line(
-            out.stdout, what, 'cpvt-tiny', 'deit_tiny_patch16_224@timm')
-        assert batch == 2 and ours > 0 and theirs > 0
-    with open(tmp_path / 'r.json') as f:
-        results = json.load(f)
-    assert {r['job'][side]['amp'] for r in results
-            for side in ('ours', 'theirs')} == {'bf16'}
 
 
 def test_benchmark_cli_memory():
@@ -202,13 +172,6 @@ def test_benchmark_cli_memory():
     assert float(match.group(1)) > 0
 
 
-def test_benchmark_bad_argument_cli():
-    out = run_tool('benchmark', '--pairs', 'nosuchmodel:deit-tiny@mmpretrain')
-    assert out.returncode == 2 and not out.stdout, explain(out)
-    assert ("argument --pairs: 'nosuchmodel:deit-tiny@mmpretrain' given; "
-            'allowed: OURS:THEIRS, each one of cpvt-tiny,') in out.stderr
-
-
 @pytest.fixture(scope='module')
 def benchmark():
     import mmcpvt  # noqa: F401
@@ -216,6 +179,9 @@ def benchmark():
 
 
 @pytest.mark.parametrize('argv, says', [
+    (['--pairs', 'nosuchmodel:deit-tiny@mmpretrain'],
+     "argument --pairs: 'nosuchmodel:deit-tiny@mmpretrain' given; allowed: "
+     'OURS:THEIRS, each one of cpvt-tiny,'),
     (['--pairs', 'cpvt-tiny'],
      "argument --pairs: 'cpvt-tiny' given; allowed: OURS:THEIRS"),
     (['--memory', 'nosuchmodel'],
@@ -235,21 +201,18 @@ def benchmark():
     (['--device', 'cuda'], 'argument --device: cpu, or cuda[:N] where '
      'torch sees a GPU, got cuda')])
 def test_benchmark_bad_argument(benchmark, capsys, argv, says):
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as e:
         benchmark.parse_args(argv)
-    assert says in capsys.readouterr().err
+    assert e.value.code == 2 and says in capsys.readouterr().err
 
 
 def test_benchmark_targets_file(benchmark, tmp_path, capsys):
     gpu = benchmark.TARGETS.replace('targets.yml', 'targets_gpu.yml')
     for path in (gpu, benchmark.TARGETS):
         targets = benchmark.load_targets(path)
-        assert targets
-        for t in targets:
-            assert set(t) == {'ours', 'theirs', 'what', 'size', 'ratio'}, t
-            assert {t['ours'], t['theirs']} <= set(benchmark.MODELS), t
-            assert t['what'] in ('forward', 'train') and t['size'] > 0, t
-            assert t['ratio'] is None or t['ratio'] > 0, t
+        benchmark.parse_args(['--targets', path])  # checks the entries
+        assert targets and all(t['size'] > 0 and (
+            t['ratio'] is None or t['ratio'] > 0) for t in targets)
         # an A:A pair without a target: the noise of the measurement
         assert any(t['ours'] == t['theirs'] and t['ratio'] is None
                    for t in targets)
@@ -293,15 +256,7 @@ def test_benchmark_compile_pairs_inductor_with_eager(benchmark):
         ('forward', 16, True), ('train', 16, True)]
 
 
-@pytest.fixture(scope='module')
-def measure():
-    """mmcpvt.apis.measure: the models, steps and child processes of
-    benchmark, cost_curve and train_step."""
-    import mmcpvt.apis.measure
-    return mmcpvt.apis.measure
-
-
-def test_measure_child_gets_its_settings(measure):
+def test_measure_child_gets_its_settings():
     s = measure.Settings('cpvt-tiny', what='train', size=64, batch=2,
                          threads=1, min_time=0.05)
     # the child parses what it got with the same dataclass and says what
@@ -350,7 +305,7 @@ def test_glibc_retain_reuses_freed_memory():
     assert faults(dict(env, **retain)) < released / 4
 
 
-def test_every_measure_model_builds(measure):
+def test_every_measure_model_builds():
     from mmdet.models.backbones import SwinTransformer
 
     from mmcpvt.models.layers import ConditionalPositionEncoding
@@ -380,7 +335,7 @@ def test_every_measure_model_builds(measure):
     assert not measure.is_detector('cpvt-tiny')
 
 
-def test_measure_runners_share_input(measure):
+def test_measure_runners_share_input():
     # building a model draws random numbers; the input must not depend on it
     ours = measure.Runner(measure.Settings('cpvt-tiny', size=64, batch=2,
                                            min_time=0.01))
@@ -470,8 +425,7 @@ def test_train_step_check_unknown_case():
 
 def test_benchmark_progress_line_per_abba_block(benchmark, monkeypatch,
                                                 capsys):
-    # two pairs (forward, train) of two ABBA blocks; every run takes 15 s
-    # on a stand-in clock
+    # two pairs (forward, train) of two ABBA blocks; 15 s a run
     monkeypatch.setitem(benchmark.MODELS, 'small', dict(type='Identity'))
     monkeypatch.setitem(benchmark.MODELS, 'wide', dict(type='Identity'))
     now = [0.]

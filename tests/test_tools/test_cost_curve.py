@@ -1,6 +1,6 @@
-"""tools/analysis_tools/cost_curve.py: the exponent fit on exact power laws,
-and the tool end to end (a process a point) on tiny sides, with a side a
-model refuses and a side skipped by --max-seconds."""
+"""tools/analysis_tools/cost_curve.py: the exponent fit, and the tool end to
+end on tiny sides, with a side a model refuses and one skipped by
+--max-seconds."""
 import json
 import math
 
@@ -17,8 +17,7 @@ def cost_curve():
 
 @pytest.mark.parametrize('exponent', [0.5, 1.0, 1.37, 2.0])
 def test_fit_exponent_power_law(cost_curve, exponent):
-    sides = [224, 384, 512, 768, 1024]
-    tokens = [(s / 16) ** 2 for s in sides]
+    tokens = [(s / 16) ** 2 for s in (224, 384, 512, 768, 1024)]
     ms = [3.5 * t ** exponent for t in tokens]
     assert cost_curve.fit_exponent(tokens, ms) == pytest.approx(exponent)
     assert cost_curve.fit_exponent(tokens[-2:], ms[-2:]) == pytest.approx(
@@ -93,10 +92,8 @@ def test_cost_curve_max_seconds_skips_larger_sides():
     assert 'swin-tiny@mmdet 48px' not in out.stderr
 
 
-@pytest.mark.parametrize('option, value', [('--min-time', '-1'),
-                                           ('--min-time', 'nan'),
-                                           ('--max-seconds', '-1'),
-                                           ('--max-seconds', 'nan')])
+@pytest.mark.parametrize('option', ['--min-time', '--max-seconds'])
+@pytest.mark.parametrize('value', ['-1', 'nan'])
 def test_cost_curve_refuses_times_out_of_range(cost_curve, capsys, option,
                                                value):
     with pytest.raises(SystemExit):

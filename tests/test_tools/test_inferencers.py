@@ -1,18 +1,9 @@
-"""The libraries' inferencers on a user's own image, with our configs and a
-checkpoint of their model: mmdet's ``DetInferencer``, mmseg's
-``MMSegInferencer`` and mmpretrain's ``ImageClassificationInferencer``.
-
-Each runs on a generated PNG, not square and of a size no pipeline step
-produces, with the config's backbone shrunk through config options (the
-inferencer is what is tested, not the model) and a checkpoint saved with
-mmengine's ``save_checkpoint`` from the freshly built model: once with the
-``dataset_meta`` the runner writes into every checkpoint it saves, once
-without (a hand-saved or converted checkpoint), where the libraries fall
-back to default class names (mmdet, mmseg: with a warning) or the config's
-data set (mmpretrain). The inferencers get the config as a user gives
-it: a file path (the shrunk config is written out), which they load with
-its ``custom_imports`` and ``default_scope``.
-"""
+"""mmdet's, mmseg's and mmpretrain's inferencers on a user's own image (not
+square, of a size no pipeline step produces), given our config file (its
+backbone shrunk) and a checkpoint of the built model: with the
+``dataset_meta`` the runner saves, and without (a hand-saved or converted
+checkpoint), where the libraries fall back to default class names as
+docs/checkpoints.md says."""
 import importlib
 import os.path as osp
 import warnings
@@ -49,37 +40,29 @@ def image(tmp_path_factory):
     return str(path)
 
 
-def _test_resize(cfg, scale):
-    """The config option that sets the test pipeline's Resize scale."""
-    types = [t['type'] for t in cfg.test_dataloader.dataset.pipeline]
-    return {f'test_dataloader.dataset.pipeline.{types.index("Resize")}.scale':
-            scale}
-
-
-def _config(name, options, out_dir):
-    """One of our configs with ``options`` merged, as --cfg-options does,
-    and its path once written to ``out_dir`` (as the runner dumps it)."""
+def _setup(tmp_path_factory, name, options, dataset_meta, resize=None):
+    """One of our configs with ``options`` merged (and the test Resize's
+    scale set to ``resize``), written out; the model as built saved with
+    ``dataset_meta`` (``meta.pth``) and without (``bare.pth``)."""
+    import mmcpvt  # noqa: F401  (registers the backbones)
+    out_dir = tmp_path_factory.mktemp(name.split('/')[0])
     cfg = Config.fromfile(osp.join(ROOT, 'configs', name))
-    cfg.merge_from_dict(options(cfg))
+    if resize:
+        types = [t['type'] for t in cfg.test_dataloader.dataset.pipeline]
+        options[f'test_dataloader.dataset.pipeline.'
+                f'{types.index("Resize")}.scale'] = resize
+    cfg.merge_from_dict(options)
     path = str(out_dir / osp.basename(name))
     cfg.dump(path)
-    return cfg, path
-
-
-def _checkpoints(cfg, out_dir, dataset_meta):
-    """The config's model as built, saved by mmengine's save_checkpoint
-    with the ``dataset_meta`` the runner writes (``meta.pth``) and without
-    any (``bare.pth``)."""
-    import mmcpvt  # noqa: F401  (registers the backbones)
     init_default_scope(cfg.default_scope)
     registry = importlib.import_module(f'{cfg.default_scope}.registry')
     torch.manual_seed(0)
     state = weights_to_cpu(registry.MODELS.build(cfg.model).state_dict())
-    paths = {name: str(out_dir / f'{name}.pth') for name in ('meta', 'bare')}
+    paths = {k: str(out_dir / f'{k}.pth') for k in ('meta', 'bare')}
     save_checkpoint(dict(state_dict=state,
                          meta=dict(dataset_meta=dataset_meta)), paths['meta'])
     save_checkpoint(dict(state_dict=state), paths['bare'])
-    return paths
+    return cfg, path, paths
 
 
 def _no_meta_warning(record):
@@ -96,8 +79,7 @@ def _picture(path):
 # ---------------------------------------------------------------- mmdet
 @pytest.fixture(scope='module')
 def det(tmp_path_factory):
-    out = tmp_path_factory.mktemp('det')
-    cfg, path = _config('retinanet_pvt_tiny_peg_1x_coco.py', lambda cfg: {
+    return _setup(tmp_path_factory, 'retinanet_pvt_tiny_peg_1x_coco.py', {
         'model.backbone.arch': dict(PVT, _delete_=True),
         'model.backbone.init_cfg': None,
         'model.neck.in_channels': PVT['embed_dims'],
@@ -108,9 +90,7 @@ def det(tmp_path_factory):
         'model.bbox_head.num_classes': len(DET_CLASSES),
         # every box, whatever an untrained model scores
         'model.test_cfg.score_thr': 0.0,
-        **_test_resize(cfg, (192, 128)),
-    }, out)
-    return cfg, path, _checkpoints(cfg, out, dict(classes=DET_CLASSES))
+    }, dict(classes=DET_CLASSES), resize=(192, 128))
 
 
 def test_det_inferencer(det, image, tmp_path):
@@ -157,18 +137,15 @@ def test_det_inferencer_checkpoint_without_dataset_meta(det, image):
 @pytest.fixture(scope='module')
 def seg(tmp_path_factory):
     from mmseg.datasets import ADE20KDataset
-    out = tmp_path_factory.mktemp('seg')
-    name = 'pvt_peg/fpn_pvt-t-peg_4xb4-80k_ade20k-512x512.py'
-    cfg, path = _config(name, lambda cfg: {
-        'model.backbone.arch': dict(PVT, _delete_=True),
-        'model.backbone.init_cfg': None,
-        'model.neck.in_channels': PVT['embed_dims'],
-        'model.neck.out_channels': 16,
-        'model.decode_head.in_channels': [16] * 4,
-        'model.decode_head.channels': 16,
-        **_test_resize(cfg, (256, 64)),
-    }, out)
-    return cfg, path, _checkpoints(cfg, out, ADE20KDataset.METAINFO)
+    return _setup(tmp_path_factory,
+                  'pvt_peg/fpn_pvt-t-peg_4xb4-80k_ade20k-512x512.py', {
+                      'model.backbone.arch': dict(PVT, _delete_=True),
+                      'model.backbone.init_cfg': None,
+                      'model.neck.in_channels': PVT['embed_dims'],
+                      'model.neck.out_channels': 16,
+                      'model.decode_head.in_channels': [16] * 4,
+                      'model.decode_head.channels': 16,
+                  }, ADE20KDataset.METAINFO, resize=(256, 64))
 
 
 def test_seg_inferencer(seg, image, tmp_path):
@@ -215,14 +192,12 @@ def test_seg_inferencer_checkpoint_without_dataset_meta(seg, image):
 # ----------------------------------------------------------- mmpretrain
 @pytest.fixture(scope='module')
 def cls(tmp_path_factory):
-    out = tmp_path_factory.mktemp('cls')
-    cfg, path = _config('cpvt/cpvt-tiny_4xb256_in1k.py', lambda cfg: {
+    return _setup(tmp_path_factory, 'cpvt/cpvt-tiny_4xb256_in1k.py', {
         'model.backbone.arch': dict(embed_dims=32, num_layers=2, num_heads=2,
                                     feedforward_channels=64, _delete_=True),
         'model.head.in_channels': 32,
         'model.head.num_classes': len(CLS_CLASSES),
-    }, out)
-    return cfg, path, _checkpoints(cfg, out, dict(classes=CLS_CLASSES))
+    }, dict(classes=CLS_CLASSES))
 
 
 def test_cls_inferencer(cls, image, tmp_path):

@@ -1,13 +1,8 @@
-"""tools/deployment/pytorch2onnx.py: ONNX export with dynamic batch, height
-and width.
-
-One file per model is exported at 64x64 with a batch of one, then run by
-onnxruntime with a batch of two at 64x64 and at 45x83, which no patch size,
-stride or window divides: a padding, reshape or window decision frozen at
-the export size shows there. Tiny CPVT, PVTPEG and SwinPEG backbones are
-exported in-process; a tiny classifier config goes through the command line
-with --verify, as a user runs it.
-"""
+"""tools/deployment/pytorch2onnx.py: a file exported at 64x64 (batch 1)
+gives PyTorch's outputs for a batch of two at 64x64 and at 45x83, which no
+patch size, stride or window divides, so that a padding, reshape or window
+decision frozen at the export size shows. Tiny backbones in-process; a tiny
+classifier config through the command line."""
 import contextlib
 import json
 import math
@@ -55,22 +50,14 @@ def run_onnx(path, x: torch.Tensor):
     return sess.run(None, {'input': x.numpy()})
 
 
-def swin_stage_maps(size, patch=4, num_stages=4):
-    """(H, W) of each SwinPEG stage: ceil divisions, as the model pads."""
-    maps, (h, w) = [], (math.ceil(size[0] / patch), math.ceil(size[1] / patch))
-    for _ in range(num_stages):
-        maps.append((h, w))
-        h, w = math.ceil(h / 2), math.ceil(w / 2)
-    return maps
-
-
 def test_swin_sizes_flip_the_shift_decision():
-    """The premise of the SwinPEG case below: at the two sizes some stage
-    fits in one window at one size and not at the other."""
-    ws = BACKBONES['SwinPEG']['window_size']
-    fits = [[max(m) <= ws for m in swin_stage_maps(s)]
-            for s in (EXPORT_SIZE, OTHER_SIZE)]
-    assert fits[0] != fits[1], fits
+    """The premise of the SwinPEG case below: some stage fits in one window
+    at one size and not at the other (stage maps: ceil divisions)."""
+    def fits(size, patch=4):
+        return [max(math.ceil(s / patch / 2**i) for s in size) <=
+                BACKBONES['SwinPEG']['window_size'] for i in range(4)]
+
+    assert fits(EXPORT_SIZE) != fits(OTHER_SIZE)
 
 
 @pytest.mark.parametrize('name', list(BACKBONES))
@@ -134,20 +121,25 @@ data_preprocessor = dict(num_classes=5)
 """
 
 
-def tiny_classifier(tmp_path):
-    """A tiny CPVT-Ti classifier config and a checkpoint of its weights
-    (randomised so that the logits are not near zero), and the model."""
-    config = tmp_path / 'cpvt_tiny.py'
+def tiny_config(tmp_path, name='cpvt'):
+    config = tmp_path / f'{name}_tiny.py'
     config.write_text(CLS_CONFIG.format(base=osp.join(
-        ROOT, 'configs', 'cpvt', 'cpvt-tiny_4xb256_in1k.py')))
-    model, _, _ = p2o.build_model(str(config))
+        ROOT, 'configs', 'cpvt', f'{name}-tiny_4xb256_in1k.py')))
+    return str(config)
+
+
+def tiny_classifier(tmp_path):
+    """A tiny CPVT-Ti classifier config, a checkpoint of its weights
+    (randomised so that the logits are not near zero), and the model."""
+    config = tiny_config(tmp_path)
+    model, _, _ = p2o.build_model(config)
     torch.manual_seed(0)
     with torch.no_grad():
         for p in model.head.parameters():
             p.normal_(0, 1)
     checkpoint = str(tmp_path / 'tiny.pth')
     torch.save(dict(state_dict=model.state_dict()), checkpoint)
-    return str(config), checkpoint, model
+    return config, checkpoint, model
 
 
 def test_classifier_cli_verify(tmp_path):
@@ -186,11 +178,9 @@ def test_learned_table_is_traced_for_any_size(tmp_path, capsys):
     as it is), is resized in the graph: the tool, which verifies such models
     on its own, finds the file right at 45x83 too. --static fixes the input
     to 1x3x64x64."""
-    config = tmp_path / 'deit_tiny.py'
-    config.write_text(CLS_CONFIG.format(base=osp.join(
-        ROOT, 'configs', 'cpvt', 'deit-tiny_4xb256_in1k.py')))
     out = str(tmp_path / 'deit.onnx')
-    args = [str(config), '--output-file', out, '--shape', '64']
+    args = [tiny_config(tmp_path, 'deit'), '--output-file', out, '--shape',
+            '64']
     p2o.main(args + ['--verify-shape', '45', '83'])
     printed = capsys.readouterr().out
     for size in ('64x64', '45x83'):
@@ -217,65 +207,27 @@ def test_verify_catches_a_size_frozen_in_the_graph(tmp_path, monkeypatch,
     assert re.search(r'45x83: .*(FAILED|failed)', printed), printed
 
 
-@pytest.mark.parametrize('case', ['directory', 'under a file', 'config',
-                                  'atol -1', 'atol nan'])
-def test_output_file_is_checked_before_the_model_is_built(tmp_path,
-                                                          monkeypatch, capsys,
-                                                          case):
+@pytest.mark.parametrize('case, atol, says', [
+    ('directory', '1e-4', '--output-file {out} is a directory; it takes the '
+     'file to write, e.g. {out}/cpvt_tiny.onnx'),
+    ('under a file', '1e-4', '--output-file {out}: {tmp}/a_file is a file, '
+     'not a directory; it takes a file path in a directory'),
+    ('config', '1e-4', '--output-file {out} is {out}, an input of this run '
+     '(the same file)'),
+    ('m.onnx', '-1', 'argument --atol: must be >= 0, got -1'),
+    ('m.onnx', 'nan', 'argument --atol: must be >= 0, got nan')])
+def test_options_are_checked_before_the_model_is_built(
+        tmp_path, monkeypatch, capsys, case, atol, says):
     """An --output-file that is a directory, lies under a file or is the
     config, and an --atol below 0 or not a number, are refused before
     anything is built, naming the option, the value and what it takes."""
     monkeypatch.setattr(p2o, 'build_model',
                         lambda *a, **k: pytest.fail('built'))
-    config = tmp_path / 'cpvt_tiny.py'
-    config.write_text(CLS_CONFIG.format(base=osp.join(
-        ROOT, 'configs', 'cpvt', 'cpvt-tiny_4xb256_in1k.py')))
+    config = tiny_config(tmp_path)
     (tmp_path / 'a_file').write_text('')
-    out = {'directory': str(tmp_path), 'config': str(config),
+    out = {'directory': str(tmp_path), 'config': config,
            'under a file': str(tmp_path / 'a_file' / 'sub' / 'm.onnx')}.get(
-               case, str(tmp_path / 'm.onnx'))
-    atol = case.split()[1] if case.startswith('atol') else '1e-4'
+               case, str(tmp_path / case))
     with pytest.raises(SystemExit):
-        p2o.main([str(config), '--output-file', out, '--atol', atol])
-    err = capsys.readouterr().err
-    assert {'directory': f'--output-file {out} is a directory; it takes the '
-                         f'file to write, e.g. '
-                         f'{osp.join(out, "cpvt_tiny.onnx")}',
-            'under a file': f'--output-file {out}: {tmp_path / "a_file"} is '
-                            f'a file, not a directory; it takes a file path '
-                            f'in a directory',
-            'config': f'--output-file {out} is {config}, an input of this '
-                      f'run (the same file)',
-            'atol -1': 'argument --atol: must be >= 0, got -1',
-            'atol nan': 'argument --atol: must be >= 0, got nan'}[case] in err
-
-
-def test_url_checkpoint_is_unpickled_weights_only(tmp_path, monkeypatch,
-                                                  capsys):
-    """A checkpoint given by URL goes through mmengine's http loader
-    (torch.hub, which turns ``weights_only`` off): it is unpickled with
-    ``weights_only=True`` all the same, so a file that would run code when
-    unpickled is refused and nothing is exported. (The URL's file is put in
-    torch.hub's cache beforehand: nothing is downloaded.)"""
-    import argparse
-    config, checkpoint, _ = tiny_classifier(tmp_path)
-    monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch'))
-    cached = tmp_path / 'torch' / 'hub' / 'checkpoints'
-    cached.mkdir(parents=True)
-    torch.save(dict(torch.load(checkpoint), meta=argparse.Namespace()),
-               cached / 'unsafe.pth')
-    torch.save(torch.load(checkpoint), cached / 'safe.pth')
-    out = tmp_path / 'cls.onnx'
-    with pytest.raises(SystemExit):
-        p2o.main([config, 'https://example.invalid/unsafe.pth',
-                  '--output-file', str(out), '--shape', '64'])
-    err = capsys.readouterr().err
-    assert (f'https://example.invalid/unsafe.pth, downloaded to '
-            f'{cached / "unsafe.pth"}: refused to load: the checkpoint holds '
-            f'objects that are not allowed in a checkpoint (it refers to '
-            f'argparse.Namespace)') in err, err
-    assert not out.exists()
-    p2o.main([config, 'https://example.invalid/safe.pth', '--output-file',
-              str(out), '--shape', '64'])
-    assert re.search(r'at 57x71: max \|delta\| .* ok',
-                     capsys.readouterr().out)
+        p2o.main([config, '--output-file', out, '--atol', atol])
+    assert says.format(out=out, tmp=tmp_path) in capsys.readouterr().err

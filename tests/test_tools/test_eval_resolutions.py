@@ -51,11 +51,7 @@ val_dataloader = dict(**loader, dataset=dict(data_root={root!r},
 test_dataloader = val_dataloader
 val_evaluator = dict(type='Accuracy', topk=(1, ))
 test_evaluator = val_evaluator
-param_scheduler = [
-    dict(type='LinearLR', start_factor=0.1, by_epoch=True, begin=0, end=1,
-         convert_to_iter_based=True),
-    dict(type='CosineAnnealingLR', by_epoch=True, begin=1)]
-default_hooks = dict(logger=dict(interval=1))
+param_scheduler = []  # the base's rate throughout
 randomness = dict(seed=0)
 """
 

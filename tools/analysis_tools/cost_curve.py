@@ -1,11 +1,9 @@
 """How forward time and peak memory grow with the input side, ours beside
 the implementations users run instead; the method is in docs/benchmarks.md.
 
-A fresh process measures one model at one side (Runner and run_child of
-:mod:`mmcpvt.apis.measure`, as benchmark.py measures): batch 1, eval mode,
-no grad; ``--repeats`` processes measure each point. A curve's exponent is the
-least-squares slope of log(cost) against log(tokens), tokens = (side / 16)
-** 2 for every model.
+A fresh process (mmcpvt.apis.measure) measures one model at one side:
+batch 1, eval mode, no grad. A curve's exponent is the least-squares slope
+of log(cost) against log(tokens), tokens = (side / 16) ** 2.
 
     python tools/analysis_tools/cost_curve.py --json cost.json \
         --plot docs/cost_curve.svg
@@ -31,11 +29,8 @@ DEFAULT_MODELS = ['cpvt-tiny', 'deit_tiny_patch16_224@timm', 'pvt-tiny-peg',
 def fit_exponent(xs, ys):
     """Least-squares slope of log(y) against log(x); None under 2 points."""
     pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys) if y > 0]
-    if len(pts) < 2:
-        return None
-    mx, my = (statistics.fmean(v) for v in zip(*pts))
-    return (sum((x - mx) * (y - my) for x, y in pts) /
-            sum((x - mx) ** 2 for x, _ in pts))
+    return (statistics.linear_regression(*zip(*pts)).slope
+            if len(pts) > 1 else None)
 
 
 def run(args) -> list[dict]:
@@ -156,9 +151,8 @@ def parse_args(argv=None):
     add('--max-seconds', type=float, default=30.,
         help="a slower forward ends the model's curve: larger sides are "
         'skipped (0: the smallest side alone; default: 30)')
-    add('--timeout', type=float, default=600., help='seconds a '
-        'process may take before its point is noted as a timeout (default: '
-        '600)')
+    add('--timeout', type=float, default=600., help='seconds a process '
+        'may take; a later one is noted as a timeout (default: 600)')
     add('--json', help='write the results here')
     add('--plot', help='draw the curves here (.svg or .png)')
     args = parser.parse_args(argv)

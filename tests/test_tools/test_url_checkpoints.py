@@ -17,31 +17,23 @@ import os.path as osp
 import pytest
 import torch
 
-from mmcpvt.datasets.synthetic.imagenet import make_imagenet
-from tests.test_tools.test_train_e2e import (BASE_CONFIG, NUM_CLASSES, SIZE,
-                                             TEST_CONFIG)
+from tests.test_tools.test_eval_resolutions import SIZE, tiny_cls_config
 from tests.utils import RunsCode, explain, run_tool, serve
 
 
 @pytest.fixture(scope='module')
 def served(tmp_path_factory):
     """(URL of the malicious checkpoint, the file its payload would
-    create, a tiny classifier config, the data root)."""
+    create, a tiny classifier config)."""
     root = tmp_path_factory.mktemp('served')
     marker = root / 'payload_ran'
     torch.save({'state_dict': {'w': torch.ones(1)}, 'x': RunsCode(marker)},
                root / 'evil.pth')
     # the control's own copy, with its own marker
     torch.save({'x': RunsCode(root / 'control_ran')}, root / 'control.pth')
-    data_root = str(root / 'imagenet')
-    make_imagenet(data_root, num_classes=NUM_CLASSES, train_per_class=2,
-                  val_per_class=1, size=SIZE, seed=0)
-    config = root / 'cpvt_tiny.py'
-    config.write_text(TEST_CONFIG.format(
-        base=BASE_CONFIG, data_root=data_root, size=SIZE,
-        resize=SIZE * 8 // 7, k=NUM_CLASSES))
+    config = tiny_cls_config(root)
     with serve(root) as base:
-        yield f'{base}/evil.pth', marker, str(config)
+        yield f'{base}/evil.pth', marker, config
 
 
 def _run(tmp_path, *args):

@@ -173,6 +173,21 @@ def test_classifier_cli_verify(tmp_path):
                         std=[58.395, 57.12, 57.375], to_rgb=True)
 
 
+def test_safe_checkpoint_by_url_exports(tmp_path, monkeypatch, capsys):
+    """A good checkpoint given by URL (its file put in torch.hub's cache
+    beforehand: nothing is downloaded) loads and exports; the refusal of an
+    unsafe one: test_url_checkpoints.py."""
+    config, checkpoint, _ = tiny_classifier(tmp_path)
+    monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch'))
+    cached = tmp_path / 'torch' / 'hub' / 'checkpoints'
+    cached.mkdir(parents=True)
+    torch.save(torch.load(checkpoint), cached / 'safe.pth')
+    p2o.main([config, 'https://example.invalid/safe.pth', '--output-file',
+              str(tmp_path / 'cls.onnx'), '--shape', '64'])
+    assert re.search(r'at 57x71: max \|delta\| .* ok',
+                     capsys.readouterr().out)
+
+
 def test_learned_table_is_traced_for_any_size(tmp_path, capsys):
     """DeiT's learned table, exported at its own size (where eager adds it
     as it is), is resized in the graph: the tool, which verifies such models

@@ -27,8 +27,10 @@ $(STAMP): $(REQS)
 	$(PY) -c "import mmcpvt, mmcv.ops, mmdet, mmseg, mmpretrain; print('[install] ok: mmcpvt', mmcpvt.__version__)"
 	@touch $(STAMP)
 
+# The suite writes checkpoints and work dirs under pytest's tmp_path (GBs):
+# only those of failed tests are kept.
 test: install
-	$(PY) -m pytest tests --durations=30
+	$(PY) -m pytest tests --durations=30 -o tmp_path_retention_policy=failed
 
 demo: install
 	$(PY) demo/demo.py

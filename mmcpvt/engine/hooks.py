@@ -1,20 +1,6 @@
 """Runner hooks that a config names (``default_hooks`` of our configs;
 ``tools/train.py`` adds them to any config), so that mmdet's and mmseg's
-own ``tools/train.py`` get them too.
-
-- :class:`WeightsOnlyLoadHook`: every checkpoint of the run is unpickled
-  with ``weights_only=True``, whatever its scheme; a bad local file is
-  refused with a clear error before the runner loads it.
-- :class:`SeedHook`: each epoch and each training step draw their random
-  numbers from the seed and the epoch or iteration alone, so that a
-  resumed run, epoch- or iteration-based, trains as the uninterrupted one.
-- :class:`WorkDirLockHook`: a second training in a work dir in use is
-  refused (it would overwrite the first's checkpoints).
-- :class:`CheckpointFitHook`: a checkpoint whose tensors do not fit the
-  model is refused before it is loaded.
-- :class:`CudaOpsHook`: a model on CUDA that calls mmcv ops is refused,
-  before the first iteration, when mmcv was built without its CUDA ops.
-"""
+own ``tools/train.py`` get them too."""
 import contextlib
 import glob
 import logging
@@ -39,13 +25,12 @@ from mmcpvt.utils.state_dict import check_state_dict_fits
 @register_hook
 class WeightsOnlyLoadHook(Hook):
     """From ``before_run`` to ``after_run``, every ``torch.load`` of the
-    process uses ``weights_only=True`` (``TORCH_FORCE_WEIGHTS_ONLY_LOAD``,
-    :func:`mmcpvt.utils.checkpoint.weights_only_loads`): the runner's
+    process uses ``weights_only=True``
+    (:func:`mmcpvt.utils.checkpoint.weights_only_loads`): the runner's
     ``load_from`` and ``resume`` and the models' ``init_cfg`` Pretrained
-    loads run after ``before_run``, by a local path or a URL alike. The
+    loads all run after ``before_run``, by a local path or a URL alike. The
     checkpoint the runner is about to load (by http(s): its download) is
-    checked first (:func:`mmcpvt.utils.checkpoint.check_checkpoint`): an
-    empty, truncated or unsafe file is refused with what to do."""
+    checked first: an empty, truncated or unsafe file is refused."""
 
     priority = 'VERY_HIGH'
 

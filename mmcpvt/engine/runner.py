@@ -9,15 +9,10 @@ from .hooks import WorkDirLockHook
 @register_runner
 class LockedRunner(Runner):
     """mmengine's Runner that writes the config into the work dir when it
-    trains, tests or validates, not when it is built: a training first takes
-    the work-dir lock (:class:`WorkDirLockHook`, which keeps it and releases
-    it after training).
-
-    mmengine's Runner writes the config when it is built; the hook alone
-    takes the lock at ``before_train``, after a refused second training has
-    rewritten the config of the one that holds the work dir. Testing needs
-    no lock. Only the new timestamped log folder is made before the lock.
-    """
+    trains, tests or validates, not when it is built (mmengine's does): a
+    training first takes the work-dir lock (:class:`WorkDirLockHook`), so
+    that a refused second training does not rewrite the config of the one
+    that holds the work dir. Testing needs no lock."""
 
     def dump_config(self) -> None:
         pass  # called by Runner.__init__; written by train, val and test

@@ -1,17 +1,8 @@
-"""mmcv without CUDA ops on a GPU machine: the install builds or warns, the
-runner refuses before the first iteration.
-
-- :class:`mmcpvt.engine.CudaOpsHook`, with the model faked onto CUDA
-  (this machine has no GPU): the RetinaNet PVT-T+PEG entry config is
-  refused with the op and the module that calls it; a classifier is not;
-  an mmcv built with CUDA ops passes.
-- ``tools/install/build_mmcv.sh --plan PY`` decides the build (cpu or
-  cu<version>), its CUDA architectures, the CPATH additions and the cache
-  key from a stand-in Python that reports torch's CUDA, GPU and wheel
-  include folders and a stand-in ``nvcc``.
-
-Every test fakes its condition (no GPU here; the installed mmcv may be built
-with or without CUDA ops).
+"""mmcv without CUDA ops on a GPU machine: the runner refuses before the
+first iteration (:class:`mmcpvt.engine.CudaOpsHook`, the model faked onto
+CUDA), and ``tools/install/build_mmcv.sh --plan`` decides the build from a
+stand-in Python and a stand-in ``nvcc``. Every test fakes its condition (no
+GPU here; the installed mmcv may be built with or without CUDA ops).
 """
 import os
 import os.path as osp
@@ -72,19 +63,17 @@ def test_retinanet_refused_without_cuda_ops(detector, on_cuda, monkeypatch):
         assert part in msg
 
 
-def test_retinanet_on_cpu_or_with_cuda_ops_passes(detector, on_cuda,
-                                                  monkeypatch):
-    # the probe runs for real, on the device of the parameters (the CPU)
+def test_on_cpu_or_with_cuda_ops_passes(detector, on_cuda, monkeypatch):
+    """A classifier calls no mmcv op; the probe runs for real, on the device
+    of the parameters (the CPU), and mmcv's version query is not asked (it
+    crashed a GPU machine's build)."""
+    CudaOpsHook().before_run(build(CLS))
     assert hooks.mmcv_ops_run_on('cpu')
     monkeypatch.delattr(mmcv.ops, 'get_compiling_cuda_version')
     CudaOpsHook().before_run(detector)
     monkeypatch.undo()
     monkeypatch.setattr(mmcv.ops, 'nms', cpu_ops_only)
     CudaOpsHook().before_run(detector)  # parameters on the CPU
-
-
-def test_classifier_passes(on_cuda):
-    CudaOpsHook().before_run(build(CLS))
 
 
 def test_configs_and_train_py_name_the_hook():
@@ -99,15 +88,14 @@ def test_configs_and_train_py_name_the_hook():
         assert cfg.default_hooks.cuda_ops.type == 'mmcpvt.CudaOpsHook', path
 
 
-def fake_python(tmp_path, torch_cuda, gpu, installed='-', arch='-',
-                include='-'):
+def fake_python(tmp_path, torch_cuda, gpu, arch='-', include='-'):
     """A stand-in for the venv's Python: it answers build_mmcv.sh's one
     question (torch version, Python tag, torch's CUDA, a GPU seen, its
     architecture, the installed mmcv build, torch's nvidia include
     folders)."""
     py = tmp_path / 'python'
     py.write_text(f'#!/bin/sh\necho 2.14.1 cp311 {torch_cuda} {gpu} {arch} '
-                  f'{installed} {include}\n')
+                  f'- {include}\n')
     py.chmod(py.stat().st_mode | stat.S_IEXEC)
     return str(py)
 
@@ -122,110 +110,91 @@ def fake_nvcc(tmp_path, release):
     return str(tmp_path / 'cuda')
 
 
-def plan(tmp_path, py, cuda_home=None, rc=0, **extra):
+KEY = 'cache: {tmp}/cache/mmcv-2.1.0_torch-2.14.1_cp311_'
+NO_GPU_WARNING = ['warning', 'nvcc of CUDA 13.0', 'mim install mmcv==2.1.0',
+                  'sigmoid_focal_loss']
+ARCHS = '8.0;8.6;8.9;9.0;10.0;12.0+PTX (the default)'
+# (torch's CUDA, a GPU, nvcc: its release on CUDA_HOME, 'pip' (beside
+# torch's nvidia include folders) or None, environment, exit code, what the
+# plan says)
+PLANS = {
+    # no GPU seen, a CPU-only torch: CPU ops
+    'no GPU': ('13.0', 0, '13.0', {}, 0, ['build: cpu\n', KEY + 'cpu\n']),
+    'cpu torch': ('none', 0, None, {}, 0, ['build: cpu\n', KEY + 'cpu\n']),
+    # the GPU's architecture wins over TORCH_CUDA_ARCH_LIST
+    'GPU': ('13.0', 1, '13.0', dict(TORCH_CUDA_ARCH_LIST='8.0'), 0,
+            ['build: cu130\n', KEY + 'cu130_sm90\n']),
+    'same major': ('12.1', 1, '12.4', {}, 0,
+                   ['build: cu124\n', KEY + 'cu124_sm90\n']),
+    'GPU, no nvcc': ('13.0', 1, None, {}, 0,
+                     ['build: cpu\n', KEY + 'cpu\n', *NO_GPU_WARNING]),
+    'nvcc of another major': ('13.0', 1, '12.8', {}, 0,
+                              ['build: cpu\n', *NO_GPU_WARNING]),
+    'FORCE_CUDA=0': ('13.0', 1, '13.0', dict(FORCE_CUDA='0'), 0,
+                     ['build: cpu\n']),
+    # a login node (nvcc, no GPU): TORCH_CUDA_ARCH_LIST, else the default
+    # architectures, torch's nvidia include folders on CPATH
+    'FORCE_CUDA=1': ('13.0', 0, '13.0', dict(FORCE_CUDA='1'), 0, [
+        'build: cu130\n', f'architectures: {ARCHS}\n',
+        'CPATH added: /site/nvidia/cu13/include\n',
+        KEY + 'cu130_sm80-86-89-90-100-120+PTX\n']),
+    'FORCE_CUDA=1 archs': ('13.0', 0, '13.0', dict(
+        FORCE_CUDA='1', TORCH_CUDA_ARCH_LIST='8.0 9.0'), 0, [
+        'architectures: 8.0 9.0 (TORCH_CUDA_ARCH_LIST)\n',
+        KEY + 'cu130_sm80-90\n']),
+    # no CUDA_HOME, no nvcc on the PATH: pip's (nvidia-cuda-nvcc)
+    "pip's nvcc": ('13.0', 0, 'pip', dict(
+        FORCE_CUDA='1', TORCH_CUDA_ARCH_LIST='9.0'), 0, [
+        'nvcc: {tmp}/cuda/bin/nvcc (CUDA 13.0)\n', 'build: cu130\n']),
+    'FORCE_CUDA=1, no nvcc': ('13.0', 0, None, dict(FORCE_CUDA='1'), 2,
+                              ['no nvcc of CUDA 13.0', 'FORCE_CUDA=1']),
+    'FORCE_CUDA=1, other major': ('13.0', 0, '12.8', dict(FORCE_CUDA='1'), 2,
+                                  ['CUDA 12.8, another major version']),
+    'FORCE_CUDA=1, cpu torch': ('none', 0, None, dict(FORCE_CUDA='1'), 2,
+                                ['this torch is a CPU build']),
+}
+
+
+def plan(tmp_path, py, **extra):
+    """``build_mmcv.sh --plan py``, with ``extra`` in the environment."""
     env = {k: v for k, v in os.environ.items() if k not in (
         'CUDA_HOME', 'FORCE_CUDA', 'TORCH_CUDA_ARCH_LIST')}
     env.update(MMCPVT_CACHE=str(tmp_path / 'cache'), PATH='/usr/bin:/bin',
                **extra)
-    if cuda_home:
-        env['CUDA_HOME'] = cuda_home
-    proc = subprocess.run(['bash', BUILD, '--plan', py], env=env,
+    return subprocess.run(['bash', BUILD, '--plan', py], env=env,
                           capture_output=True, text=True, timeout=60)
-    assert proc.returncode == rc, proc.stdout + proc.stderr
-    return proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize('torch_cuda,gpu,nvcc,build,warns', [
-    ('13.0', 0, '13.0', 'cpu', False),  # no GPU seen: CPU ops
-    ('none', 0, None, 'cpu', False),  # a CPU-only torch
-    ('13.0', 1, '13.0', 'cu130_sm90', False),  # the GPU's architecture
-    ('12.1', 1, '12.4', 'cu124_sm90', False),  # same major: compatible
-    ('13.0', 1, None, 'cpu', True),  # a GPU, no nvcc
-    ('13.0', 1, '12.8', 'cpu', True),  # nvcc of another major
-])
-def test_build_plan(tmp_path, torch_cuda, gpu, nvcc, build, warns):
-    home = fake_nvcc(tmp_path, nvcc) if nvcc else None
-    arch = '9.0' if gpu else '-'
-    out = plan(tmp_path, fake_python(tmp_path, torch_cuda, gpu, arch=arch),
-               home, TORCH_CUDA_ARCH_LIST='8.0')  # the GPU's own wins
-    assert f'build: {build.split("_")[0]}\n' in out, out
-    key = f'mmcv-2.1.0_torch-2.14.1_cp311_{build}'
-    assert f'cache: {tmp_path}/cache/{key}\n' in out, out
-    assert ('warning' in out) == warns, out
-    if warns:
-        assert f'nvcc of CUDA {torch_cuda}' in out
-        assert 'mim install mmcv==2.1.0' in out
-        assert 'sigmoid_focal_loss' in out
+@pytest.mark.parametrize('case', list(PLANS))
+def test_build_plan(tmp_path, case):
+    torch_cuda, gpu, nvcc, extra, rc, expected = PLANS[case]
+    include = '/site/nvidia/cu13/include'
+    if nvcc == 'pip':
+        home = fake_nvcc(tmp_path, '13.0')  # <tmp>/cuda/bin/nvcc
+        (tmp_path / 'cuda' / 'include').mkdir()
+        include += f':{home}/include'
+    elif nvcc:
+        extra = dict(extra, CUDA_HOME=fake_nvcc(tmp_path, nvcc))
+    proc = plan(tmp_path, fake_python(tmp_path, torch_cuda, gpu,
+                                      '9.0' if gpu else '-', include),
+                **extra)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == rc, out
+    for part in expected:
+        assert part.format(tmp=tmp_path) in out, (part, out)
+    assert ('warning' in out) == ('warning' in expected), out
 
 
-@pytest.mark.parametrize('arch_list,archs,key', [
-    (None, "8.0;8.6;8.9;9.0;10.0;12.0+PTX (the default)",
-     'sm80-86-89-90-100-120+PTX'),
-    ('9.0', '9.0 (TORCH_CUDA_ARCH_LIST)', 'sm90'),
-    ('8.0 9.0', '8.0 9.0 (TORCH_CUDA_ARCH_LIST)', 'sm80-90'),
-])
-def test_force_cuda_1_without_gpu(tmp_path, arch_list, archs, key):
-    """A login node (nvcc, no GPU): FORCE_CUDA=1 builds the CUDA ops for
-    TORCH_CUDA_ARCH_LIST, else the default architectures, with torch's
-    nvidia include folders on CPATH; the cache key names both."""
-    home = fake_nvcc(tmp_path, '13.0')
-    include = '/site/nvidia/cu13/include:/site/nvidia/cudnn/include'
-    extra = dict(FORCE_CUDA='1')
-    if arch_list:
-        extra['TORCH_CUDA_ARCH_LIST'] = arch_list
-    out = plan(tmp_path, fake_python(tmp_path, '13.0', 0, include=include),
-               home, **extra)
-    assert 'build: cu130\n' in out, out
-    assert f'architectures: {archs}\n' in out, out
-    assert f'CPATH added: {include}\n' in out, out
-    assert f'cache: {tmp_path}/cache/mmcv-2.1.0_torch-2.14.1_cp311_cu130_' \
-        f'{key}\n' in out, out
-
-
-def test_pip_nvcc_beside_torchs_nvidia_wheels(tmp_path):
-    """No CUDA_HOME and no nvcc on the PATH: pip's nvcc (nvidia-cuda-nvcc)
-    in the folder of torch's nvidia wheels is used."""
-    home = fake_nvcc(tmp_path, '13.0')  # <tmp>/cuda/bin/nvcc
-    (tmp_path / 'cuda' / 'include').mkdir()
-    include = f'{tmp_path}/nvidia/cudnn/include:{home}/include'
-    out = plan(tmp_path, fake_python(tmp_path, '13.0', 0, include=include),
-               FORCE_CUDA='1', TORCH_CUDA_ARCH_LIST='9.0')
-    assert f'nvcc: {home}/bin/nvcc (CUDA 13.0)\n' in out, out
-    assert 'build: cu130\n' in out, out
-
-
-@pytest.mark.parametrize('torch_cuda,nvcc,message', [
-    ('13.0', None, 'no nvcc of CUDA 13.0'),
-    ('13.0', '12.8', 'CUDA 12.8, another major version'),
-    ('none', None, 'this torch is a CPU build'),
-])
-def test_force_cuda_1_refused_without_means(tmp_path, torch_cuda, nvcc,
-                                            message):
-    home = fake_nvcc(tmp_path, nvcc) if nvcc else None
-    out = plan(tmp_path, fake_python(tmp_path, torch_cuda, 0), home, rc=2,
-               FORCE_CUDA='1')
-    assert message in out and 'FORCE_CUDA=1' in out, out
-
-
-def test_help_prints_the_usage():
+def test_help_and_old_cpu_cache(tmp_path):
+    """--help prints the usage; a CPU wheel cached before the key named the
+    build is used."""
     proc = subprocess.run(['bash', BUILD, '--help'], capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0 and proc.stderr == '', proc.stderr
     assert 'usage: tools/install/build_mmcv.sh [--plan] PYTHON' in proc.stdout
     assert 'FORCE_CUDA=1' in proc.stdout
-
-
-def test_force_cuda_0_builds_cpu_ops(tmp_path):
-    home = fake_nvcc(tmp_path, '13.0')
-    out = plan(tmp_path, fake_python(tmp_path, '13.0', 1), home,
-               FORCE_CUDA='0')
-    assert 'build: cpu\n' in out and 'warning' not in out, out
-
-
-def test_old_cpu_cache_still_found(tmp_path):
-    """A CPU wheel cached before the key named the build is used."""
     old = tmp_path / 'cache' / 'mmcv-2.1.0_torch-2.14.1_cp311'
     old.mkdir(parents=True)
     (old / 'mmcv-2.1.0-cp311-cp311-linux_x86_64.whl').write_text('')
-    out = plan(tmp_path, fake_python(tmp_path, '13.0', 0))
-    assert f'cache: {old}\n' in out, out
+    proc = plan(tmp_path, fake_python(tmp_path, '13.0', 0))
+    assert f'cache: {old}\n' in proc.stdout, proc.stdout + proc.stderr

@@ -60,59 +60,9 @@ def _build(cfg):
 
 
 @pytest.mark.parametrize('path', CONFIGS, ids=IDS)
-def test_model_forward_and_optimizer(path):
-    cfg = _load(path)
-    torch.manual_seed(0)
-    model = _build(cfg).eval()
-    name = osp.basename(path)
-    # 'retinanet_pvt-t-peg_...', 'fpn_pvt-s_...'; not pcpvt, swin
-    match = re.match(r'(retinanet|fpn)_pvt-([tsm])[-_]', name)
-    key = ('retinanet', 't') if name == ENTRY else match and match.groups()
-    if key in PAPER_PARAMS_M:
-        assert round(n_params(model) / 1e6) == PAPER_PARAMS_M[key], (
-            n_params(model), key)
-
-    inputs = torch.randn(2, 3, H, W)
-    with torch.no_grad():
-        out = model(inputs, mode='tensor')
-    if cfg.default_scope == 'mmdet':
-        cls_scores, bbox_preds = out
-        num_levels = cfg.model.neck.num_outs
-        assert len(cls_scores) == len(bbox_preds) == num_levels
-        head = cfg.model.bbox_head
-        anchors = len(head.anchor_generator.ratios) * \
-            head.anchor_generator.scales_per_octave
-        h, w = H, W
-        for level, stride in enumerate(head.anchor_generator.strides):
-            # FPN levels: exact strides 8-32, then stride-2 convs (ceil)
-            h, w = (H // stride, W // stride) if stride <= 32 else (
-                math.ceil(h / 2), math.ceil(w / 2))
-            assert cls_scores[level].shape == (2, anchors * head.num_classes,
-                                               h, w)
-            assert bbox_preds[level].shape == (2, anchors * 4, h, w)
-            assert torch.isfinite(cls_scores[level]).all()
-            assert torch.isfinite(bbox_preds[level]).all()
-    else:
-        head = cfg.model.decode_head
-        assert out.shape == (2, head.num_classes, H // 4, W // 4)
-        assert torch.isfinite(out).all()
-
-    groups = build_optim_wrapper(model, cfg.optim_wrapper).optimizer \
-        .param_groups
-    assert sum(p.numel() for g in groups for p in g['params']) == sum(
-        p.numel() for p in model.parameters() if p.requires_grad)
-    if 'paramwise_cfg' in cfg.optim_wrapper:  # Swin: no decay on norms/bias
-        decay = {id(p): g['weight_decay'] for g in groups for p in g['params']}
-        params = dict(model.named_parameters())
-        stage = 'backbone.stages.0.0.'
-        assert decay[id(params[stage + 'ln1.weight'])] == 0
-        assert decay[id(params[stage + 'relative_position_bias_table'])] == 0
-        assert decay[id(params[stage + 'attn.qkv.weight'])] == 0.05
-
-
-@pytest.mark.parametrize('path', CONFIGS, ids=IDS)
-def test_pvt_setting(path):
-    """Optimizer and schedule of PVT's dense setting, kept by CPVT."""
+def test_model_forward_optimizer_and_pvt_setting(path):
+    """Outputs, the optimizer's groups, and the optimizer and schedule of
+    PVT's dense setting, kept by CPVT."""
     cfg = _load(path)
     name = osp.basename(path)
     opt = cfg.optim_wrapper.optimizer
@@ -158,6 +108,52 @@ def test_pvt_setting(path):
     else:  # baselines: mmdet's PVT v1 with the official PVT weights
         assert backbone.type.endswith('PyramidVisionTransformer')
         assert 'whai362/PVT' in backbone.init_cfg.checkpoint
+
+    torch.manual_seed(0)
+    model = _build(cfg).eval()
+    # 'retinanet_pvt-t-peg_...', 'fpn_pvt-s_...'; not pcpvt, swin
+    match = re.match(r'(retinanet|fpn)_pvt-([tsm])[-_]', name)
+    key = ('retinanet', 't') if name == ENTRY else match and match.groups()
+    if key in PAPER_PARAMS_M:
+        assert round(n_params(model) / 1e6) == PAPER_PARAMS_M[key], (
+            n_params(model), key)
+
+    inputs = torch.randn(2, 3, H, W)
+    with torch.no_grad():
+        out = model(inputs, mode='tensor')
+    if cfg.default_scope == 'mmdet':
+        cls_scores, bbox_preds = out
+        num_levels = cfg.model.neck.num_outs
+        assert len(cls_scores) == len(bbox_preds) == num_levels
+        head = cfg.model.bbox_head
+        anchors = len(head.anchor_generator.ratios) * \
+            head.anchor_generator.scales_per_octave
+        h, w = H, W
+        for level, stride in enumerate(head.anchor_generator.strides):
+            # FPN levels: exact strides 8-32, then stride-2 convs (ceil)
+            h, w = (H // stride, W // stride) if stride <= 32 else (
+                math.ceil(h / 2), math.ceil(w / 2))
+            assert cls_scores[level].shape == (2, anchors * head.num_classes,
+                                               h, w)
+            assert bbox_preds[level].shape == (2, anchors * 4, h, w)
+            assert torch.isfinite(cls_scores[level]).all()
+            assert torch.isfinite(bbox_preds[level]).all()
+    else:
+        head = cfg.model.decode_head
+        assert out.shape == (2, head.num_classes, H // 4, W // 4)
+        assert torch.isfinite(out).all()
+
+    groups = build_optim_wrapper(model, cfg.optim_wrapper).optimizer \
+        .param_groups
+    assert sum(p.numel() for g in groups for p in g['params']) == sum(
+        p.numel() for p in model.parameters() if p.requires_grad)
+    if 'paramwise_cfg' in cfg.optim_wrapper:  # Swin: no decay on norms/bias
+        decay = {id(p): g['weight_decay'] for g in groups for p in g['params']}
+        params = dict(model.named_parameters())
+        stage = 'backbone.stages.0.0.'
+        assert decay[id(params[stage + 'ln1.weight'])] == 0
+        assert decay[id(params[stage + 'relative_position_bias_table'])] == 0
+        assert decay[id(params[stage + 'attn.qkv.weight'])] == 0.05
 
 
 def test_entry_point_is_pvt_tiny_peg_1x():

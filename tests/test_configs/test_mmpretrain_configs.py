@@ -166,14 +166,6 @@ def cfg(request):
     return Config.fromfile(request.param)
 
 
-@pytest.fixture(scope='module')
-def model(cfg):
-    model_cfg = cfg.model.copy()
-    # as mmengine's Runner does
-    model_cfg.setdefault('data_preprocessor', cfg.get('data_preprocessor'))
-    return MODELS.build(model_cfg)
-
-
 def _name(cfg):
     return osp.relpath(cfg.filename, osp.join(ROOT, 'configs'))
 
@@ -220,7 +212,14 @@ def test_metafile_matches_the_configs(metafile):
     assert set(listed) == {n for n in IDS if _family(n) == family}
 
 
-def test_parameter_count_and_forward_any_size(cfg, model):
+def test_count_forward_loss_and_optimizer(cfg):
+    """The reference count; logits at any image size; a finite training
+    loss through the preprocessor and batch augments; the optimizer, with
+    the PEGs, norms, biases and tables not decayed."""
+    model_cfg = cfg.model.copy()
+    # as mmengine's Runner does
+    model_cfg.setdefault('data_preprocessor', cfg.get('data_preprocessor'))
+    model = MODELS.build(model_cfg)
     assert n_params(model) == PARAMS[_name(cfg)]
     model.eval()
     with torch.no_grad():
@@ -230,8 +229,6 @@ def test_parameter_count_and_forward_any_size(cfg, model):
     assert logits.shape == (1, 1000)
     assert not torch.isnan(logits).any()
 
-
-def test_training_loss_through_preprocessor_and_batch_augments(model):
     model.train()
     data = dict(
         inputs=list(torch.randint(0, 256, (2, 3, 48, 48), dtype=torch.uint8)),
@@ -243,8 +240,6 @@ def test_training_loss_through_preprocessor_and_batch_augments(model):
         losses = model(**data, mode='loss')
     assert math.isfinite(losses['loss'].item())
 
-
-def test_optimizer_and_no_decay_groups(cfg, model):
     optim_wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
     expected = 'Lamb' if _name(cfg).startswith('cpvt/cpvt-base') else 'AdamW'
     assert type(optim_wrapper.optimizer).__name__ == expected
@@ -369,20 +364,15 @@ def test_baseline_differs_only_in_position_encoding(baseline):
     assert cfgs[0] == cfgs[1]
 
 
-@pytest.mark.parametrize('split', ['train', 'val'])
-def test_pipeline_runs(cfg, split):
-    loader = cfg.train_dataloader if split == 'train' else cfg.val_dataloader
-    steps = [
-        TRANSFORMS.build(t) for t in loader.dataset.pipeline
-        if t.type != 'LoadImageFromFile'
-    ]
-    rng = np.random.default_rng(0)
-    img = rng.integers(0, 256, (300, 400, 3), dtype=np.uint8)
-    results = dict(img=img, img_shape=img.shape[:2], ori_shape=img.shape[:2],
-                   gt_label=1)
-    for t in steps:
-        results = t(results)
-    assert tuple(results['inputs'].shape) == (3, 224, 224)
+def test_pipelines_run(cfg):
+    img = np.random.default_rng(0).integers(0, 256, (300, 400, 3), np.uint8)
+    for loader in (cfg.train_dataloader, cfg.val_dataloader):
+        results = dict(img=img, img_shape=img.shape[:2],
+                       ori_shape=img.shape[:2], gt_label=1)
+        for t in loader.dataset.pipeline:
+            if t.type != 'LoadImageFromFile':
+                results = TRANSFORMS.build(t)(results)
+        assert tuple(results['inputs'].shape) == (3, 224, 224)
 
 
 def test_fixed_learned_init_loads_the_peg(tmp_path):

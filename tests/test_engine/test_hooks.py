@@ -8,6 +8,7 @@ work-dir lock.
 """
 import os
 import os.path as osp
+import socket
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -60,8 +61,10 @@ def runner(tmp_path):
     return SimpleNamespace(cfg=Config(), work_dir=str(tmp_path), rank=0)
 
 
-def test_weights_only_hook_sets_and_restores_torch_setting(runner,
-                                                           monkeypatch):
+def test_weights_only_hook(runner, tmp_path, monkeypatch):
+    """torch's setting made weights-only for the run and restored after it;
+    a bad load_from, or the work dir's latest checkpoint when resuming,
+    refused before the runner loads it."""
     monkeypatch.delenv('TORCH_FORCE_WEIGHTS_ONLY_LOAD', raising=False)
     monkeypatch.setenv('TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD', '1')
     hook = WeightsOnlyLoadHook()
@@ -72,16 +75,12 @@ def test_weights_only_hook_sets_and_restores_torch_setting(runner,
     assert 'TORCH_FORCE_WEIGHTS_ONLY_LOAD' not in os.environ
     assert os.environ['TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD'] == '1'
 
-
-def test_weights_only_hook_refuses_a_bad_load_from(runner, tmp_path):
     bad = tmp_path / 'epoch_1.pth'
     bad.write_bytes(b'')
     runner.cfg.load_from = str(bad)
-    hook = WeightsOnlyLoadHook()
     with pytest.raises(BrokenCheckpointError, match='0 bytes'):
         hook.before_run(runner)
     hook.after_run(runner)
-    # resume=True without load_from: the work dir's latest checkpoint
     runner.cfg = Config(dict(resume=True))
     (tmp_path / 'last_checkpoint').write_text(str(bad))
     with pytest.raises(BrokenCheckpointError, match=str(bad)):
@@ -93,10 +92,12 @@ def test_weights_only_hook_refuses_a_bad_load_from(runner, tmp_path):
 
 
 def test_second_training_in_a_work_dir_is_refused(runner, tmp_path):
-    import socket
     lock = tmp_path / WorkDirLockHook.NAME
     other = os.getppid()  # a process that runs: the first training
     lock.write_text(f'{socket.gethostname()} {other}')
+    runner.rank = 1
+    WorkDirLockHook().before_train(runner)  # only rank 0 locks
+    runner.rank = 0
     hook = WorkDirLockHook()
     with pytest.raises(RuntimeError) as e:
         hook.before_train(runner)
@@ -112,10 +113,11 @@ def test_second_training_in_a_work_dir_is_refused(runner, tmp_path):
 
 
 @pytest.mark.parametrize('left', ['ended process', 'empty', 'unreadable'])
-def test_lock_of_an_ended_process_is_taken_over(runner, tmp_path, left):
+def test_what_a_killed_run_left_is_taken_over(runner, tmp_path, left):
     """A killed run's lock, and one left empty or unreadable (a kill between
-    making and writing it, as locks were once made), is stale."""
-    import socket
+    making and writing it, as locks were once made), is stale; the
+    temporary file of a save killed midway (atomic_write's
+    '.<name>.<random>.tmp') is removed once the next run holds the lock."""
     ended = subprocess.run([sys.executable, '-c', 'import os; '
                             'print(os.getpid())'], capture_output=True,
                            text=True, check=True).stdout.strip()
@@ -123,31 +125,21 @@ def test_lock_of_an_ended_process_is_taken_over(runner, tmp_path, left):
     lock.write_bytes({'ended process': f'{socket.gethostname()} {ended}'
                       .encode(), 'empty': b'',
                       'unreadable': b'\xff\xfe'}[left])
-    hook = WorkDirLockHook()
-    hook.before_train(runner)  # a warning, no error
-    assert lock.read_text().split()[1] == str(os.getpid())
-    hook.after_train(runner)
-    assert not lock.exists()
-
-
-def test_a_run_removes_what_killed_saves_left(runner, tmp_path):
-    """A save killed midway leaves its temporary file (atomic_write's
-    '.<name>.<random>.tmp'); the next run in the work dir removes it once
-    it holds the lock."""
     orphan = tmp_path / '.iter_4.pth.k2j3h4.tmp'
     orphan.write_bytes(b'\0' * 1000)
     kept = tmp_path / 'iter_2.pth'
     kept.write_bytes(b'')
     hook = WorkDirLockHook()
-    hook.before_train(runner)
+    hook.before_train(runner)  # a warning, no error
+    assert lock.read_text().split()[1] == str(os.getpid())
     assert not orphan.exists() and kept.exists()
     hook.after_train(runner)
+    assert not lock.exists()
 
 
 def test_train_tool_locks_before_it_writes_the_config(tmp_path):
     """tools/train.py refuses a work dir in use before the runner dumps the
     config there (it used to overwrite the running training's copy)."""
-    import socket
     config = osp.join(ROOT, 'configs', 'cpvt', 'cpvt-tiny_4xb256_in1k.py')
     dumped = tmp_path / osp.basename(config)
     dumped.write_text('# the running training\'s config\n')
@@ -164,9 +156,3 @@ def test_train_tool_locks_before_it_writes_the_config(tmp_path):
     assert dumped.read_text() == '# the running training\'s config\n'
     assert sorted(os.listdir(tmp_path)) == sorted(
         [WorkDirLockHook.NAME, dumped.name])
-
-
-def test_only_rank_0_locks(runner, tmp_path):
-    runner.rank = 1
-    WorkDirLockHook().before_train(runner)
-    assert not osp.exists(tmp_path / WorkDirLockHook.NAME)

@@ -36,14 +36,6 @@ def _metafile_models():
             for m in meta['Models']}
 
 
-@pytest.fixture(scope='module')
-def index():
-    from modelindex.load_model_index import load
-    index = load(osp.join(ROOT, 'model-index.yml'))
-    index.build_models_with_collections()
-    return index
-
-
 def test_results_have_no_metric_and_paper_results_have_the_numbers():
     n_paper = 0
     for path, meta in _metafiles().items():
@@ -64,7 +56,14 @@ def test_results_have_no_metric_and_paper_results_have_the_numbers():
     assert n_paper == 40
 
 
-def test_model_index_parses_with_the_tasks(index):
+def test_model_index_parses_and_mim_search_shows_no_metric():
+    """modelindex reads every model with its task; mim's table (``mim
+    search mmcpvt``) has every model and no metric column (it would show
+    the paper's numbers as ours)."""
+    from mim.commands.search import convert2df
+    from modelindex.load_model_index import load
+    index = load(osp.join(ROOT, 'model-index.yml'))
+    index.build_models_with_collections()
     # modelindex's own check: only the README paths, which follow
     # OpenMMLab's convention (from the repository root, as mmpretrain's)
     errors = index.check(silent=True)
@@ -77,12 +76,6 @@ def test_model_index_parses_with_the_tasks(index):
         'Semantic Segmentation'}
     for model in index.models:
         assert osp.isfile(osp.join(ROOT, model.config)), model.config
-
-
-def test_mim_search_shows_no_metric(index):
-    """mim's table (``mim search mmcpvt``): every model, no metric column
-    (it would show the paper's numbers as ours)."""
-    from mim.commands.search import convert2df
     df = convert2df(index)
     assert set(df.index) == {m.name for m in index.models}
     assert len(df.index) == 44
@@ -102,8 +95,14 @@ def _mmpretrain_own_names():
     return {m.name.lower() for m in index.models}
 
 
-def test_list_models_lists_our_classifiers_only():
+def test_list_models_lists_our_classifiers_only_once():
+    """Our classifiers, registered once through mmpretrain's public
+    register_model_index (mmpretrain's own methods left as they are); our
+    DeiT baselines repeat mmpretrain's recipes under its names: they stay
+    out of the hub (configs/cpvt/metafile_deit.yml, listed by
+    model-index.yml for mim only), and mmpretrain's entries keep theirs."""
     from mmpretrain import list_models
+    from mmpretrain.apis.model import ModelHub
     models = _metafile_models()
     ours = {n for n, m in models.items()
             if m['Results'][0]['Task'] == TASK}
@@ -122,14 +121,6 @@ def test_list_models_lists_our_classifiers_only():
     assert len(cpvt) == 9 and cpvt <= set(list_models('*cpvt*'))
     assert set(list_models('cpvt', task=TASK)) == cpvt
 
-
-def test_mmpretrain_names_keep_mmpretrain_models():
-    """Our DeiT baselines repeat mmpretrain's recipes under its names: they
-    stay out of the hub (configs/cpvt/metafile_deit.yml, listed by
-    model-index.yml for mim only), and mmpretrain's entries keep theirs."""
-    from mmpretrain.apis.model import ModelHub
-    from mmpretrain import list_models
-    list_models()
     clashes = set(_metafile_models()) & _mmpretrain_own_names()
     assert clashes == {'deit-tiny_4xb256_in1k', 'deit-small_4xb256_in1k'}
     for name in clashes:
@@ -137,6 +128,12 @@ def test_mmpretrain_names_keep_mmpretrain_models():
         assert meta.weights is not None and meta.weights.startswith('http')
         assert osp.join('mmpretrain', '.mim', 'configs') in meta.config
     assert 'deit-base_4xb256_in1k' not in list_models()
+
+    before = list_models()
+    assert model_index.register_mmpretrain_models() is False
+    assert list_models() == before
+    assert ModelHub.__dict__['_register_mmpretrain_models'].__func__ \
+        .__module__ == 'mmpretrain.apis.model'
 
 
 def test_get_model_and_inference_model_by_name_without_weights():
@@ -157,18 +154,6 @@ def test_get_model_and_inference_model_by_name_without_weights():
     result = inference_model(name, img)
     assert result['pred_scores'].shape == (1000, )
     assert 0 <= result['pred_label'] < 1000
-
-
-def test_registering_again_adds_nothing():
-    """Registered through mmpretrain's public register_model_index, once;
-    mmpretrain's own methods are left as they are."""
-    from mmpretrain import list_models
-    from mmpretrain.apis.model import ModelHub
-    before = list_models()
-    assert model_index.register_mmpretrain_models() is False
-    assert list_models() == before
-    assert ModelHub.__dict__['_register_mmpretrain_models'].__func__ \
-        .__module__ == 'mmpretrain.apis.model'
 
 
 def test_mim_root_is_the_checkout_or_says_where_it_looked(tmp_path,

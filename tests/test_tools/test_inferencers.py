@@ -40,12 +40,11 @@ def image(tmp_path_factory):
     return str(path)
 
 
-def _setup(tmp_path_factory, name, options, dataset_meta, resize=None):
+def _setup(out_dir, name, options, dataset_meta, resize=None):
     """One of our configs with ``options`` merged (and the test Resize's
     scale set to ``resize``), written out; the model as built saved with
     ``dataset_meta`` (``meta.pth``) and without (``bare.pth``)."""
     import mmcpvt  # noqa: F401  (registers the backbones)
-    out_dir = tmp_path_factory.mktemp(name.split('/')[0])
     cfg = Config.fromfile(osp.join(ROOT, 'configs', name))
     if resize:
         types = [t['type'] for t in cfg.test_dataloader.dataset.pipeline]
@@ -77,9 +76,11 @@ def _picture(path):
 
 
 # ---------------------------------------------------------------- mmdet
-@pytest.fixture(scope='module')
-def det(tmp_path_factory):
-    return _setup(tmp_path_factory, 'retinanet_pvt_tiny_peg_1x_coco.py', {
+def test_det_inferencer(image, tmp_path):
+    from mmdet.apis import DetInferencer
+    from mmdet.evaluation import get_classes
+    cfg, path, ckpts = _setup(
+        tmp_path, 'retinanet_pvt_tiny_peg_1x_coco.py', {
         'model.backbone.arch': dict(PVT, _delete_=True),
         'model.backbone.init_cfg': None,
         'model.neck.in_channels': PVT['embed_dims'],
@@ -91,11 +92,6 @@ def det(tmp_path_factory):
         # every box, whatever an untrained model scores
         'model.test_cfg.score_thr': 0.0,
     }, dict(classes=DET_CLASSES), resize=(192, 128))
-
-
-def test_det_inferencer(det, image, tmp_path):
-    from mmdet.apis import DetInferencer
-    cfg, path, ckpts = det
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter('always')
         inferencer = DetInferencer(model=path, weights=ckpts['meta'],
@@ -119,39 +115,27 @@ def test_det_inferencer(det, image, tmp_path):
         and (boxes[:, 3] <= H + tol).all(), boxes
     assert (boxes[:, 2:] >= boxes[:, :2] - tol).all(), boxes
     _picture(str(tmp_path / 'vis' / 'my_image.png'))
-
-
-def test_det_inferencer_checkpoint_without_dataset_meta(det, image):
-    from mmdet.apis import DetInferencer
-    from mmdet.evaluation import get_classes
-    cfg, path, ckpts = det
+    # a checkpoint without dataset_meta: COCO's names
     with pytest.warns(UserWarning, match='dataset_meta.*COCO classes'):
-        inferencer = DetInferencer(model=path, weights=ckpts['bare'],
-                                   device='cpu')
-    assert inferencer.model.dataset_meta['classes'] == get_classes('coco')
-    pred, = inferencer(image)['predictions']
-    assert len(pred['labels']) > 0
+        bare = DetInferencer(model=path, weights=ckpts['bare'], device='cpu')
+    assert bare.model.dataset_meta['classes'] == get_classes('coco')
+    assert len(bare(image)['predictions'][0]['labels']) > 0
 
 
 # ---------------------------------------------------------------- mmseg
-@pytest.fixture(scope='module')
-def seg(tmp_path_factory):
-    from mmseg.datasets import ADE20KDataset
-    return _setup(tmp_path_factory,
-                  'pvt_peg/fpn_pvt-t-peg_4xb4-80k_ade20k-512x512.py', {
-                      'model.backbone.arch': dict(PVT, _delete_=True),
-                      'model.backbone.init_cfg': None,
-                      'model.neck.in_channels': PVT['embed_dims'],
-                      'model.neck.out_channels': 16,
-                      'model.decode_head.in_channels': [16] * 4,
-                      'model.decode_head.channels': 16,
-                  }, ADE20KDataset.METAINFO, resize=(256, 64))
-
-
-def test_seg_inferencer(seg, image, tmp_path):
+def test_seg_inferencer(image, tmp_path):
     from mmseg.apis import MMSegInferencer
     from mmseg.datasets import ADE20KDataset
-    cfg, path, ckpts = seg
+    from mmseg.utils import get_classes
+    cfg, path, ckpts = _setup(
+        tmp_path, 'pvt_peg/fpn_pvt-t-peg_4xb4-80k_ade20k-512x512.py', {
+            'model.backbone.arch': dict(PVT, _delete_=True),
+            'model.backbone.init_cfg': None,
+            'model.neck.in_channels': PVT['embed_dims'],
+            'model.neck.out_channels': 16,
+            'model.decode_head.in_channels': [16] * 4,
+            'model.decode_head.channels': 16,
+        }, ADE20KDataset.METAINFO, resize=(256, 64))
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter('always')
         inferencer = MMSegInferencer(model=path, weights=ckpts['meta'],
@@ -171,38 +155,27 @@ def test_seg_inferencer(seg, image, tmp_path):
     saved = cv2.imread(str(tmp_path / 'pred' / '00000000_pred.png'),
                        cv2.IMREAD_UNCHANGED)
     assert saved is not None and np.array_equal(saved, sem_seg)
-
-
-def test_seg_inferencer_checkpoint_without_dataset_meta(seg, image):
-    """mmseg falls back to Cityscapes' 19 names, whatever the config's data
-    set; ``dataset_name`` gives the visualiser the right ones."""
-    from mmseg.apis import MMSegInferencer
-    from mmseg.utils import get_classes
-    cfg, path, ckpts = seg
+    # without dataset_meta mmseg falls back to Cityscapes' 19 names,
+    # whatever the config's data set; ``dataset_name`` gives the
+    # visualiser the right ones
     with pytest.warns(UserWarning, match='dataset_meta.*Cityscapes'):
-        inferencer = MMSegInferencer(model=path, weights=ckpts['bare'],
-                                     device='cpu', dataset_name='ade20k')
-    assert inferencer.model.dataset_meta['classes'] == \
-        get_classes('cityscapes')
-    assert inferencer.visualizer.dataset_meta['classes'] == \
-        get_classes('ade20k')
-    assert inferencer(image)['predictions'].shape == (H, W)
+        bare = MMSegInferencer(model=path, weights=ckpts['bare'],
+                               device='cpu', dataset_name='ade20k')
+    assert bare.model.dataset_meta['classes'] == get_classes('cityscapes')
+    assert bare.visualizer.dataset_meta['classes'] == get_classes('ade20k')
+    assert bare(image)['predictions'].shape == (H, W)
 
 
 # ----------------------------------------------------------- mmpretrain
-@pytest.fixture(scope='module')
-def cls(tmp_path_factory):
-    return _setup(tmp_path_factory, 'cpvt/cpvt-tiny_4xb256_in1k.py', {
+def test_cls_inferencer(image, tmp_path):
+    from mmpretrain.apis import ImageClassificationInferencer
+    from mmpretrain.datasets import ImageNet
+    cfg, path, ckpts = _setup(tmp_path, 'cpvt/cpvt-tiny_4xb256_in1k.py', {
         'model.backbone.arch': dict(embed_dims=32, num_layers=2, num_heads=2,
                                     feedforward_channels=64, _delete_=True),
         'model.head.in_channels': 32,
         'model.head.num_classes': len(CLS_CLASSES),
     }, dict(classes=CLS_CLASSES))
-
-
-def test_cls_inferencer(cls, image, tmp_path):
-    from mmpretrain.apis import ImageClassificationInferencer
-    cfg, path, ckpts = cls
     inferencer = ImageClassificationInferencer(
         model=path, pretrained=ckpts['meta'], device='cpu')
     assert type(inferencer.model.backbone).__name__ == 'CPVT'
@@ -215,16 +188,10 @@ def test_cls_inferencer(cls, image, tmp_path):
     assert pred['pred_score'] == pytest.approx(float(scores.max()))
     assert pred['pred_class'] == CLS_CLASSES[pred['pred_label']]
     _picture(str(tmp_path / 'vis' / 'my_image.png'))
-
-
-def test_cls_inferencer_checkpoint_without_dataset_meta(cls, image):
-    """mmpretrain takes the class names of the config's test data set."""
-    from mmpretrain.apis import ImageClassificationInferencer
-    from mmpretrain.datasets import ImageNet
-    cfg, path, ckpts = cls
+    # without dataset_meta: the class names of the config's test data set
     assert cfg.test_dataloader.dataset.type == 'ImageNet'
-    inferencer = ImageClassificationInferencer(
+    bare = ImageClassificationInferencer(
         model=path, pretrained=ckpts['bare'], device='cpu')
-    pred, = inferencer(image)
+    pred, = bare(image)
     assert pred['pred_class'] == \
         ImageNet.METAINFO['classes'][pred['pred_label']]

@@ -4,7 +4,7 @@ today (mmpretrain, timm, mmdet); the method is in docs/benchmarks.md.
 A fresh process (mmcpvt.apis.measure) measures one model; the processes of
 a pair run in ABBA order, and the ratio (ours / theirs throughput, > 1: ours
 faster) is the median of the blocks' ratios, with a distribution-free 95 %
-interval. stdout has the results; a progress line per block goes to stderr.
+interval. Results go to stdout, a progress line per block to stderr.
 
     python tools/analysis_tools/benchmark.py                  # the targets
     python tools/analysis_tools/benchmark.py \
@@ -198,8 +198,8 @@ def parse_args(argv=None):
     return args
 
 
-def main():
-    args = parse_args()
+def main(argv=None):
+    args = parse_args(argv)
     try:
         results = memory(args) if args.memory is not None else speed(args)
     except RuntimeError as e:

@@ -48,7 +48,7 @@ def count(config: str, shape):
     return sum(p.numel() for p in model.parameters()), result['flops']
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument('config', nargs='?', help='config file')
@@ -58,7 +58,7 @@ def main():
                         help='input H [W]; default 224 for classifiers, '
                         '800 1280 for detectors, 512 for segmentors')
     parser.add_argument('--markdown', action='store_true')
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     try:
         cli.check_options(cli.positive, shape=args.shape)
         if args.config:

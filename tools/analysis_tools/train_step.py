@@ -65,7 +65,7 @@ def check(s: Settings, steps: int) -> tuple[bool, str]:
     return ok, msg
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     add = parser.add_argument
     add('--device', default='cuda', help='cpu or cuda[:N] (default cuda)')
@@ -75,7 +75,7 @@ def main():
     add('--batch', type=int, default=8)
     add('--size', type=int, default=224)
     add('--steps', type=int, default=4)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     try:
         cli.check_options(cli.positive, batch=args.batch, size=args.size,
                           steps=args.steps)

@@ -33,20 +33,17 @@ SPLITS = {'training': ('ADE_train', 'num_train'),
 
 
 def _names(info: dict, split: str) -> List[str]:
-    """The file names (no extension) of a split's images."""
     prefix, num = SPLITS[split]
     return [f'{prefix}_{index + 1:08d}' for index in range(info[num])]
 
 
 def ade20k_files(info: dict) -> List[str]:
-    """The files written for ``info`` (the arguments), under ``out_dir``."""
     return [f'{SUBDIR}/{kind}/{split}/{name}.{ext}' for split in SPLITS
             for name in _names(info, split)
             for kind, ext in (('images', 'jpg'), ('annotations', 'png'))]
 
 
 def _write(out_dir: str, args: dict, update) -> dict:
-    """Write each split's images and label maps."""
     root = osp.join(out_dir, SUBDIR)
     for split_id, split in enumerate(SPLITS):
         names = _names(args, split)

@@ -68,21 +68,17 @@ def coco_classes(num_classes: int) -> tuple:
 
 
 def _image_ids(info: dict) -> dict:
-    """The image ids of each split: train 1..N, val N+1..N+M."""
     n, m = info['num_train'], info['num_val']
     return {'train2017': range(1, n + 1), 'val2017': range(n + 1, n + m + 1)}
 
 
 def coco_files(info: dict) -> List[str]:
-    """The files written for ``info`` (the arguments), under the root."""
     return [f'annotations/instances_{split}.json' for split in SPLIT_IDS] + [
         f'{split}/{i:012d}.jpg' for split, ids in _image_ids(info).items()
         for i in ids]
 
 
 def _write(out_dir: str, args: dict, update) -> dict:
-    """Write the images and the annotations of each split; warn on stderr
-    where fewer objects found a place than ``objects_per_image`` asks."""
     categories = COCO_CATEGORIES[:args['num_classes']]
     (low, high), fewest = args['object_scale'], args['objects_per_image'][0]
     canvas, num_objects = args['canvas_scale'], {}
@@ -117,7 +113,7 @@ def _write(out_dir: str, args: dict, update) -> dict:
                   images=images, annotations=annotations, categories=[
                       dict(supercategory=sup, id=cat_id, name=name)
                       for cat_id, name, sup in categories]))
-        if len(annotations) < fewest * len(ids):
+        if len(annotations) < fewest * len(ids):  # no place for all
             print(f'make_coco.py: warning: {split} has '
                   f'{len(annotations) / len(ids):.1f} objects per image, '
                   f'fewer than the --objects-per-image minimum {fewest}: '
@@ -136,7 +132,6 @@ GENERATOR = Generator('make_coco.py', coco_files, _write, dict(
                   "(filter_cfg min_size=32)"),
     object_scale=(lambda s: 0 < s[0] <= s[1] <= 1, '0 < LOW <= HIGH <= 1'),
     objects_per_image=(lambda n: 1 <= n[0] <= n[1], '1 <= MIN <= MAX')))
-read_info = GENERATOR.read_info
 
 
 def make_coco(out_dir: str,

@@ -1,15 +1,13 @@
-"""What the data set generators (:mod:`.coco`, :mod:`.ade20k`,
-:mod:`.imagenet`; the command lines ``tools/dataset_converters/make_*.py``)
-share besides the renderer (:mod:`.shapes`): the writer (argument checks,
-the output directory and its marker, the progress bar). What they write,
-replace and refuse: docs/get_started.md, "Generated data sets".
+"""The writer that the data set generators (:mod:`.coco`, :mod:`.ade20k`,
+:mod:`.imagenet`) share: argument checks, the output directory and its
+marker, the progress bar. What they write, replace and refuse:
+docs/get_started.md, "Generated data sets".
 
-A generator keeps in ``--out`` a marker (``make_coco.json``, ...) with its
-arguments and the files it writes, written before the first image
-(``"complete": false``) and again at the end. ``--overwrite`` (and a new run
-over an interrupted one) deletes only the listed files, and nothing when
-others are there; for an older marker without the list, ``files_of`` works
-it out from the arguments.
+The marker (``make_coco.json``, ...) holds the arguments and the files
+written, before the first image (``"complete": false``) and again at the
+end: ``--overwrite`` (and a new run over an interrupted one) deletes only
+those, and nothing when others are there; an older marker without the list
+has it worked out from its arguments (``files_of``).
 """
 import hashlib
 import inspect
@@ -24,16 +22,15 @@ from PIL import Image
 from mmcpvt.utils.path import check_output_dir
 from . import shapes
 
-# name: (test of a value, what is allowed): the limits of the arguments
-Limits = Dict[str, Tuple[Callable, str]]
+# A limit of an argument: (test of a value, what is allowed)
+Limit = Tuple[Callable, str]
 
 
-def at_least(low: float, note: str = '') -> Tuple[Callable, str]:
-    """The limit ``low`` or more; ``note`` says more about the value."""
+def at_least(low: float, note: str = '') -> Limit:
     return (lambda value: value >= low), f'>= {low}{note}'
 
 
-def between(low: float, high: float, note: str = '') -> Tuple[Callable, str]:
+def between(low: float, high: float, note: str = '') -> Limit:
     return (lambda value: low <= value <= high), f'{low} to {high}{note}'
 
 
@@ -82,23 +79,20 @@ def save(path: str, content):
 
 
 class Generator:
-    """A data set generator: its name (``make_coco.py``, for messages), its
-    marker (``make_coco.json``), ``files_of(args)``, the files it writes
-    for the arguments in a marker, relative to the output directory,
-    ``write(out_dir, args, update)``, which writes them and returns what it
-    adds to the description, and the ``limits`` of its arguments besides
-    ``SHARED_LIMITS``."""
+    """A data set generator: ``tool`` names it in messages (``make_coco.py``)
+    and its marker; ``files_of(args)`` lists the files it writes, relative
+    to the output directory; ``write(out_dir, args, update)`` writes them
+    and returns what it adds to the description."""
 
     def __init__(self, tool: str, files_of: Callable[[dict], List[str]],
                  write: Callable[[str, dict, Callable], dict],
-                 limits: Limits):
+                 limits: Dict[str, Limit]):
         self.tool, self.files_of, self.write = tool, files_of, write
         self.limits = dict(SHARED_LIMITS, **limits)
         self.marker = tool.replace('.py', '.json')
 
     def _read(self, out_dir: str) -> Optional[dict]:
-        """The marker in ``out_dir``, None if there is none;
-        FileExistsError if it cannot be read."""
+        """The marker in ``out_dir``, or None."""
         path = osp.join(out_dir, self.marker)
         if not osp.isfile(path):
             return None
@@ -176,11 +170,8 @@ class Generator:
     def make(self, out_dir: str, overwrite: bool = False,
              progress: bool = False, **args) -> dict:
         """Write the set of ``args`` (the other parameters of a generator's
-        function) to ``out_dir``: check ``--out``, then ``args`` (a
-        ValueError naming the option, the value and what is allowed), make
-        way (:meth:`prepare`), record the files of ``args``, write them
-        (``update()`` after each image) and return ``args`` with the code id
-        and what ``write`` returns, as recorded in the marker."""
+        function) to ``out_dir`` and return its description, as recorded
+        in the marker."""
         check_output_dir('--out', out_dir, 'the data set')
         # as in the marker: lists for tuples, and the code that wrote it
         args = json.loads(json.dumps(dict(args, generator=self.code_id())))

@@ -78,13 +78,11 @@ def _images(info: dict) -> List[Tuple[str, str, int, int]]:
 
 
 def imagenet_files(info: dict) -> List[str]:
-    """The files written for ``info`` (the arguments and the wnids)."""
     return ['meta/train.txt', 'meta/val.txt'] + [
         f'{split}/{name}' for split, name, _, _ in _images(info)]
 
 
 def _write(out_dir: str, args: dict, update) -> dict:
-    """Write the images, then the lists of each split."""
     lines = {'train': [], 'val': []}
     for split, name, label, i in _images(args):
         save(osp.join(out_dir, split, name), render_image(

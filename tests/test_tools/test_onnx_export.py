@@ -128,30 +128,38 @@ def tiny_config(tmp_path, name='cpvt'):
     return str(config)
 
 
-def tiny_classifier(tmp_path):
+@pytest.fixture(scope='module')
+def classifier(tmp_path_factory):
     """A tiny CPVT-Ti classifier config, a checkpoint of its weights
     (randomised so that the logits are not near zero), and the model."""
+    tmp_path = tmp_path_factory.mktemp('classifier')
     config = tiny_config(tmp_path)
     model, _, _ = p2o.build_model(config)
     torch.manual_seed(0)
     with torch.no_grad():
         for p in model.head.parameters():
             p.normal_(0, 1)
-    checkpoint = str(tmp_path / 'tiny.pth')
+    checkpoint = tmp_path / 'tiny.pth'
     torch.save(dict(state_dict=model.state_dict()), checkpoint)
     return config, checkpoint, model
 
 
-def test_classifier_cli_verify(tmp_path):
-    """The command line exports a classifier config with its checkpoint;
+def test_classifier_cli_verify(classifier, tmp_path, monkeypatch):
+    """The command line exports a classifier config with its checkpoint
+    given by URL (put in torch.hub's cache beforehand: nothing is
+    downloaded; the refusal of an unsafe one: test_url_checkpoints.py);
     --verify passes at both sizes, and the file's ``scores`` at 45x83 are
     the softmax of the PyTorch classifier's logits; the normalisation it
     expects is stored in the file."""
-    config, checkpoint, model = tiny_classifier(tmp_path)
+    config, checkpoint, model = classifier
+    monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch'))
+    cached = tmp_path / 'torch' / 'hub' / 'checkpoints'
+    cached.mkdir(parents=True)
+    (cached / 'tiny.pth').write_bytes(checkpoint.read_bytes())
     out = str(tmp_path / 'cls.onnx')
-    proc = run_tool(TOOL, config, checkpoint, '--output-file', out,
-                    '--shape', '64', '64', '--verify', '--verify-shape',
-                    '45', '83')
+    proc = run_tool(TOOL, config, 'https://example.invalid/tiny.pth',
+                    '--output-file', out, '--shape', '64', '64', '--verify',
+                    '--verify-shape', '45', '83')
     assert proc.returncode == 0, explain(proc)
     assert 'classifier ImageClassifier (CPVT backbone)' in proc.stdout
     assert '64x64: max |delta| scores' in proc.stdout, explain(proc)
@@ -173,21 +181,6 @@ def test_classifier_cli_verify(tmp_path):
                         std=[58.395, 57.12, 57.375], to_rgb=True)
 
 
-def test_safe_checkpoint_by_url_exports(tmp_path, monkeypatch, capsys):
-    """A good checkpoint given by URL (its file put in torch.hub's cache
-    beforehand: nothing is downloaded) loads and exports; the refusal of an
-    unsafe one: test_url_checkpoints.py."""
-    config, checkpoint, _ = tiny_classifier(tmp_path)
-    monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch'))
-    cached = tmp_path / 'torch' / 'hub' / 'checkpoints'
-    cached.mkdir(parents=True)
-    torch.save(torch.load(checkpoint), cached / 'safe.pth')
-    p2o.main([config, 'https://example.invalid/safe.pth', '--output-file',
-              str(tmp_path / 'cls.onnx'), '--shape', '64'])
-    assert re.search(r'at 57x71: max \|delta\| .* ok',
-                     capsys.readouterr().out)
-
-
 def test_learned_table_is_traced_for_any_size(tmp_path, capsys):
     """DeiT's learned table, exported at its own size (where eager adds it
     as it is), is resized in the graph: the tool, which verifies such models
@@ -205,16 +198,16 @@ def test_learned_table_is_traced_for_any_size(tmp_path, capsys):
     assert [d.dim_value for d in dims] == [1, 3, 64, 64]
 
 
-def test_verify_catches_a_size_frozen_in_the_graph(tmp_path, monkeypatch,
-                                                   capsys):
+def test_verify_catches_a_size_frozen_in_the_graph(classifier, tmp_path,
+                                                   monkeypatch, capsys):
     """Without the traced patch-embedding padding, the padding of 64x64
     (none) is frozen into the graph: --verify passes at 64x64, fails at
     45x83 and the tool exits with an error."""
     monkeypatch.setattr(p2o, 'traceable_padding',
                         lambda module: contextlib.nullcontext())
-    config, checkpoint, _ = tiny_classifier(tmp_path)
+    config, checkpoint, _ = classifier
     with pytest.raises(SystemExit, match='does not reproduce PyTorch'):
-        p2o.main([config, checkpoint, '--output-file',
+        p2o.main([config, str(checkpoint), '--output-file',
                   str(tmp_path / 'cls.onnx'), '--shape', '64', '--verify',
                   '--verify-shape', '45', '83'])
     printed = capsys.readouterr().out

@@ -3,33 +3,30 @@
 The resolution sweep of the CPVT paper (Table 2: trained at 224, tested
 at 160 to 512), for any mmpretrain classifier, mmdet detector or mmseg
 segmentor: one ``runner.test()`` of the config's own test loop and
-evaluator per (checkpoint, size), in this process; only the test
-pipeline's resize/crop changes with the size.
-
-What a size means (``--protocol``; the paper gives none):
+evaluator per (checkpoint, size), in this process. Only the test
+pipeline's resize/crop changes with the size; a config whose test pipeline
+has none of these transforms is refused. What a size means
+(``--protocol``; the paper gives none):
 
 - classification, ``resize-crop`` (default; DeiT's test transform): the
-  shorter side resized to ``size * 256 // 224`` (a 0.875 crop ratio: 224 ->
-  256, 384 -> 438), then the centre ``size`` x ``size`` crop;
+  shorter side resized to ``size * 256 // 224`` (224 -> 256, 384 -> 438),
+  then the centre ``size`` x ``size`` crop;
 - classification, ``resize``: the whole image resized to ``size`` x ``size``;
   both keep the config's resize backend and interpolation;
 - detection and segmentation, ``short-side``: the test Resize's scale times
-  ``size / min(scale)`` (mmdet's (1333, 800) becomes (round(1333 * size /
-  800), size)): with keep_ratio, the config's own rule at another size.
+  ``size / min(scale)`` (mmdet's (1333, 800) at 640: (1066, 640)).
 
-A config whose test pipeline has none of these transforms is refused.
 Learned position tables need nothing here: mmcpvt's learned PE and
 mmpretrain's VisionTransformer resize their tables bicubically to the input
 themselves. ``--no-checkpoint`` adds the config's model as initialised
-(seed 0, saved once to OUT/untrained.pth), labelled ``untrained``.
+(seed 0, saved to OUT/untrained.pth), labelled ``untrained``.
 
-Output, into ``--out-dir`` (default work_dirs/eval_resolutions/<config
-name>): a progress line per run; a table of the task's main metric
-(accuracy/top1, coco/bbox_mAP, mIoU, else the evaluator's first), a row per
-checkpoint and a column per size; ``eval_resolutions.json`` (every metric of
-every run, the test pipeline of each size; written after each run);
-``eval_resolutions.png`` (main metric vs size, the training size marked
-where the config tells it); each run's logs in OUT/runs/<label>/<size>/.
+Output in ``--out-dir`` OUT: a table of the task's main metric
+(accuracy/top1, coco/bbox_mAP, mIoU, else the evaluator's first), a row
+per checkpoint and a column per size; ``eval_resolutions.json`` (every
+metric of every run and each size's test pipeline, written after each
+run); ``eval_resolutions.png`` (main metric vs size, the training size
+marked); each run's logs in OUT/runs/<label>/<size>/.
 
 Examples::
 
@@ -78,7 +75,7 @@ XLABEL = {'resize-crop': 'test size (centre crop, px)',
           'short-side': 'test size (shorter side, px)'}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -104,21 +101,20 @@ def build_parser() -> argparse.ArgumentParser:
     add('--cfg-options', nargs='+', action='extend', metavar='KEY=VALUE',
         help='override settings in the config, key=value pairs as in '
         'tools/test.py, e.g. test_dataloader.batch_size=32')
-    return parser
-
-
-def parse_args(argv=None):
-    parser = build_parser()
     args = parser.parse_args(argv)
     if not args.checkpoint and not args.no_checkpoint:
         parser.error('give at least one CHECKPOINT; to evaluate the model '
                      'as initialised, pass --no-checkpoint')
+    args.out_dir = args.out_dir or osp.join(
+        'work_dirs', 'eval_resolutions',
+        osp.splitext(osp.basename(args.config))[0])
     try:
         require_file(args.config, 'config')
         cli.check_options(cli.checked(
             int, lambda v: 0 < v <= MAX_SIZE, f'a size is 1 to {MAX_SIZE} px '
             '(larger test images do not fit in memory)'), sizes=args.sizes)
         args.cfg_options = parse_cfg_options(args.cfg_options)
+        check_output_dir('--out-dir', args.out_dir, 'the results')
     except (ValueError, FileNotFoundError) as e:
         parser.error(str(e))
     if args.labels is None:  # the file names, or the paths where two are equal
@@ -132,19 +128,12 @@ def parse_args(argv=None):
     if len(set(labels)) != len(labels):
         parser.error(f'the labels must differ, got {labels}')
     args.sizes = sorted(set(args.sizes))
-    args.out_dir = args.out_dir or osp.join(
-        'work_dirs', 'eval_resolutions',
-        osp.splitext(osp.basename(args.config))[0])
-    try:
-        check_output_dir('--out-dir', args.out_dir, 'the results')
-    except ValueError as e:
-        parser.error(str(e))
     return parser, args
 
 
 def load_config(parser, args):
-    """The config, a copy of it at each size and its test pipeline; sets
-    ``args.task`` and ``args.protocol``."""
+    """The config and its test pipeline at each size; sets ``args.task``
+    and ``args.protocol``."""
     cfg = Config.fromfile(args.config)
     # the runs' work dirs are under the output directory; one process
     cfg = cli.apply_common_args(cfg, args.config, args.out_dir,
@@ -162,9 +151,8 @@ def load_config(parser, args):
         args.task = config_task(cfg)
         # a protocol of another task is refused by the rewrite
         args.protocol = args.protocol or PROTOCOLS[args.task][0]
-        sized = {s: copy.deepcopy(cfg) for s in args.sizes}
-        return cfg, sized, {s: set_test_size(c, s, args.protocol)
-                            for s, c in sized.items()}
+        return cfg, {s: set_test_size(copy.deepcopy(cfg), s, args.protocol)
+                     for s in args.sizes}
     except ValueError as e:
         parser.error(f'{args.config}: {e}')
 
@@ -191,7 +179,7 @@ def plot(path: str, results: dict, sizes: list, metric: str, train_size,
 
 def main(argv=None):
     parser, args = parse_args(argv)
-    cfg, sized, pipelines = load_config(parser, args)
+    cfg, pipelines = load_config(parser, args)
     try:
         for checkpoint in args.checkpoint:  # by http(s): its download
             check_checkpoint(checkpoint, state_dict=True)
@@ -233,7 +221,8 @@ def main(argv=None):
     for label, ckpt in models:
         slug = re.sub(r'[^\w.-]+', '_', label)
         for i, size in enumerate(sizes, 1):
-            run_cfg = copy.deepcopy(sized[size])
+            run_cfg = copy.deepcopy(cfg)
+            set_test_size(run_cfg, size, args.protocol)
             run_cfg.load_from = ckpt
             run_cfg.work_dir = osp.join(out_dir, 'runs', slug, str(size))
             run_cfg.experiment_name = f'{slug}_{size}'

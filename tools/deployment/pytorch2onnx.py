@@ -42,10 +42,9 @@ MMLogger.get_instance('pytorch2onnx', log_level='WARNING')  # current: no INFO
 
 
 class TracedAdaptivePadding(AdaptivePadding):
-    """mmcv's ``AdaptivePadding`` with its padding computed by integer
-    arithmetic on the input shape and always applied (0 where nothing is
-    missing): the same result, but traced as shape arithmetic where mmcv's
-    ``math.ceil`` and ``if pad > 0`` freeze the export size's padding."""
+    """mmcv's ``AdaptivePadding``, its padding always applied and computed
+    in integers: traced as shape arithmetic, where mmcv's ``math.ceil`` and
+    ``if pad > 0`` freeze the export size's padding."""
 
     def get_pad_shape(self, input_shape):
         pads = []
@@ -66,17 +65,17 @@ class TracedAdaptivePadding(AdaptivePadding):
 
 
 def traceable_padding(model: nn.Module):
-    """mmcv's ``AdaptivePadding`` pads as :class:`TracedAdaptivePadding`
-    during the export, as mmdeploy's rewriters make it do."""
+    """:class:`TracedAdaptivePadding` during the export (as mmdeploy's
+    rewriters do)."""
     return mock.patch.multiple(
         AdaptivePadding, get_pad_shape=TracedAdaptivePadding.get_pad_shape,
         forward=TracedAdaptivePadding.forward)
 
 
 class ClassifierScores(nn.Module):
-    """A classifier as one tensor function: normalised images (B, C, H, W)
-    -> class scores (B, num_classes), the softmax of the logits (sigmoid for
-    a multi-label head), as mmdeploy exports mmpretrain classifiers."""
+    """Normalised images (B, C, H, W) -> class scores (B, num_classes): the
+    softmax (multi-label: sigmoid) of the logits, as mmdeploy exports
+    mmpretrain classifiers."""
 
     def __init__(self, classifier: nn.Module):
         super().__init__()

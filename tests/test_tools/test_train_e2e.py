@@ -1,13 +1,13 @@
 """tools/train.py and tools/test.py, beyond the runs of test_resume.py
 (train, resume, test) and test_det_seg_e2e.py: the data set they train on,
-and the files they are given that do not exist.
+and refusals of what they are given, as a user meets them.
 """
 import os.path as osp
 
 import pytest
 
 from mmcpvt.datasets.synthetic.imagenet import make_imagenet
-from tests.utils import ROOT, run_tool
+from tests.utils import ROOT, explain, run_tool
 
 CONFIG = osp.join(ROOT, 'configs', 'cpvt', 'cpvt-tiny_4xb256_in1k.py')
 
@@ -32,15 +32,23 @@ def test_make_imagenet_layout(tmp_path):
     assert first['gt_label'] == 1
 
 
-@pytest.mark.parametrize('tool, args, missing', [
+@pytest.mark.parametrize('tool, args, message', [
     ('train.py', ['{x}'], 'config file not found: {x}'),
     ('test.py', ['{x}', 'x.pth'], 'config file not found: {x}'),
     ('test.py', ['{config}', '{x}'], 'checkpoint file not found: {x}'),
+    ('train.py', ['{config}', '--work-dir', '{w}', '--cfg-options',
+                  'train_dataloder.batch_size=1'],
+     "train.py: error: --cfg-options train_dataloder.batch_size: the config "
+     "has no top-level key 'train_dataloder'"),
 ])
-def test_missing_file_is_named(tmp_path, tool, args, missing):
-    names = dict(x=str(tmp_path / 'no_such'), config=CONFIG)
+def test_refusal_as_a_user_meets_it(tmp_path, tool, args, message):
+    """A missing file, or a refused --cfg-options key, is named; nothing
+    is built (no work dir), no traceback."""
+    names = dict(x=str(tmp_path / 'no_such'), config=CONFIG,
+                 w=str(tmp_path / 'w'))
     proc = run_tool(f'tools/{tool}', *[a.format(**names) for a in args],
                     timeout=120)
-    assert proc.returncode != 0
-    assert missing.format(**names) in proc.stderr
+    assert proc.returncode in (1, 2), explain(proc)
+    assert message.format(**names) in proc.stderr, explain(proc)
     assert 'Traceback' not in proc.stderr
+    assert not (tmp_path / 'w').exists()

@@ -183,28 +183,11 @@ def test_other_files_are_refused_with_the_formats_allowed(tmp_path, name,
     assert not (tmp_path / 'dst.pth').exists()
 
 
-def small_twins(dims=8):
+def small_twins():
     """A complete (one stage, one block) Twins PCPVT state dict."""
-    c = dims
-    sd = {
-        'patch_embeds.0.proj.weight': torch.randn(c, 3, 4, 4),
-        'patch_embeds.0.proj.bias': torch.randn(c),
-        'patch_embeds.0.norm.weight': torch.randn(c),
-        'patch_embeds.0.norm.bias': torch.randn(c),
-        'pos_block.0.proj.0.weight': torch.randn(c, 1, 3, 3),
-        'pos_block.0.proj.0.bias': torch.randn(c),
-        'norm.weight': torch.randn(c),
-        'norm.bias': torch.randn(c),
-        'head.weight': torch.randn(10, c),
-        'head.bias': torch.randn(10),
-    }
-    block = {'norm1': (c, ), 'attn.q': (c, c), 'attn.kv': (2 * c, c),
-             'attn.proj': (c, c), 'norm2': (c, ), 'mlp.fc1': (2 * c, c),
-             'mlp.fc2': (c, 2 * c)}
-    for name, shape in block.items():
-        sd[f'blocks.0.0.{name}.weight'] = torch.randn(shape)
-        sd[f'blocks.0.0.{name}.bias'] = torch.randn(shape[0])
-    return sd
+    return timm.models.twins.Twins(
+        embed_dims=(8, ), num_heads=(1, ), mlp_ratios=(2, ), depths=(1, ),
+        sr_ratios=(1, ), num_classes=10).state_dict()
 
 
 @pytest.mark.parametrize('how', ['same', 'relative', 'symlink', 'hardlink',

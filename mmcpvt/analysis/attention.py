@@ -131,7 +131,6 @@ def attention_maps(backbone: nn.Module,
 
 
 def default_queries(maps: AttentionMaps) -> List[Query]:
-    """The centre and the top-left patch, and the class token if any."""
     H, W = maps.hw_shape
     extra: List[Query] = ['cls'] if maps.num_extra_tokens else []
     return [(H // 2, W // 2), (0, 0)] + extra
@@ -163,7 +162,6 @@ def normalise(x: torch.Tensor) -> np.ndarray:
 
 
 def save_matrix_png(matrix: torch.Tensor, path: str, title: str = ''):
-    """The matrix, min-max normalised, as a PNG with a colour bar."""
     from matplotlib.figure import Figure  # no pyplot: no global backend
     fig = Figure(figsize=(6, 5), dpi=100)
     ax = fig.subplots()

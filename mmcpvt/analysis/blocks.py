@@ -41,7 +41,6 @@ class _Stage:
 
 
 def _stages(backbone: nn.Module) -> List[_Stage]:
-    """The stages of a CPVT-, PVTPEG- or SwinPEG-like backbone."""
     if hasattr(backbone, 'layers') and hasattr(backbone, 'patch_embed'):
         # CPVT and its subclasses: one stage of encoders
         return [_Stage(backbone.layers, backbone.pegs,
@@ -102,7 +101,6 @@ def resolve_block(backbone: nn.Module, spec: Union[int, str,
 
 
 def block_module(backbone: nn.Module, index: int) -> nn.Module:
-    """The block module with global ``index`` (0 or more)."""
     info = list_blocks(backbone)[index + 1]
     return _stages(backbone)[info.stage].blocks[info.block]
 

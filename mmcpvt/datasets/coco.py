@@ -43,8 +43,8 @@ def _some(items, n: int = 5) -> str:
 
 
 def check_layout(data: dict, name: str):
-    """Refuse a COCO file (``name``) whose lists or items lack what mmdet
-    reads, or whose images share an id."""
+    """Refuse a COCO file whose lists or items lack what mmdet reads, or
+    whose images share an id."""
     for key, required in KEYS.items():
         items = data.get(key, [] if key == 'annotations' else None)
         if not isinstance(items, list):
@@ -106,8 +106,8 @@ def _drop_reason(ann: dict, images: dict, categories: dict):
 
 
 class CheckedCOCO(COCO):
-    """mmdet's COCO api that checks the file (:func:`check_layout`) before
-    pycocotools indexes it; ``name`` is the file's name in messages."""
+    """mmdet's COCO api that checks the file before pycocotools indexes
+    it."""
 
     def __init__(self, annotation_file: str, name: str):
         self.name = name
@@ -125,12 +125,9 @@ class CheckedCocoDataset(CocoDataset):
 
     Takes ``CocoDataset``'s arguments and gives the same data list (it
     overrides nothing that mmdet computes, ``filter_cfg`` included). A
-    ValueError names the file, what is wrong and what is allowed when the
-    file lacks what mmdet reads (:func:`check_layout`), when a training
-    file (``test_mode=False``) has no annotations, when ``metainfo`` classes
-    are not categories of the file or not in its order, and when no image is
-    left after ``filter_cfg``. A warning (mmengine's current logger) counts
-    the annotations mmdet drops, per reason (``REASONS``), with their ids.
+    ValueError names the file, what is wrong and what is allowed; a warning
+    (mmengine's current logger) counts the annotations mmdet drops, per
+    reason (``REASONS``), with their ids.
     """
 
     def COCOAPI(self, annotation_file: str) -> CheckedCOCO:  # noqa: N802

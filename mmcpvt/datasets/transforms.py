@@ -26,13 +26,11 @@ class CheckSegMap(BaseTransform):
 
     Put right after ``LoadAnnotations`` (``dict(type='mmcpvt.CheckSegMap')``,
     as our ADE20K configs do), it changes nothing and raises a ValueError
-    naming the files when the label map (``gt_seg_map``) is not one channel,
-    differs in size from its image as loaded (``ori_shape``), is a local
-    file of more than 8 bits holding a value outside 0-255 (which the cast
-    to uint8 has wrapped into another label), or, with ``num_classes`` set,
-    holds a label outside ``[0, num_classes)`` other than ``ignore_index``.
-    Results without ``gt_seg_map`` pass (the inferencers remove
-    ``LoadAnnotations``).
+    naming the files when the label map is not one channel, differs in size
+    from its image, is a local file of more than 8 bits holding a value
+    outside 0-255 (which the cast to uint8 has wrapped into another label),
+    or, with ``num_classes`` set, holds a label outside ``[0, num_classes)``
+    other than ``ignore_index``.
 
     Args:
         num_classes (int, optional): Number of classes of the model
@@ -96,7 +94,6 @@ class CheckSegMap(BaseTransform):
         return results
 
     def _check_stored_values(self, seg_path: str):
-        """Values of a label map file of more than 8 bits are in 0-255."""
         try:
             with Image.open(seg_path) as stored:
                 if stored.mode not in WIDE_MODES:

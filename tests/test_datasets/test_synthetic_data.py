@@ -170,61 +170,59 @@ def test_coco_objects_per_image(tmp_path):
     assert np.mean(list(per_image.values())) > 3
 
 
-def test_coco_larger_canvas_keeps_objects_at_the_training_scale(tmp_path):
-    """--canvas-scale 2: images twice the side, objects of the same pixel
+def test_coco_test_set_on_a_larger_canvas(tmp_path):
+    """num_train=0: a validation split that pycocotools reads, a training
+    json without images or annotations, an empty train2017/.
+    --canvas-scale 2: images twice the side, objects of the same pixel
     sizes (box sizes in the json), unlike the same images scaled up."""
+    from pycocotools.coco import COCO
 
-    def sizes(canvas_scale):
-        out = str(tmp_path / f'coco{canvas_scale}')
-        info = make_coco(out, 1, 24, 64, 2, object_scale=(0.2, 0.5),
+    def make(canvas_scale):
+        out = tmp_path / f'coco{canvas_scale}'
+        info = make_coco(str(out), 0, 24, 64, 2, object_scale=(0.2, 0.5),
                          objects_per_image=(1, 3), canvas_scale=canvas_scale)
         assert info['canvas_scale'] == canvas_scale
-        with open(osp.join(out, 'annotations', 'instances_val2017.json')) as f:
-            coco = json.load(f)
-        sides = [min(i['height'], i['width']) for i in coco['images']]
-        boxes = [max(a['bbox'][2:]) for a in coco['annotations']]
-        return np.median(sides), np.median(boxes)
+        assert (info['num_train'], info['num_val']) == (0, 24)
+        assert info['num_objects']['train2017'] == 0
+        val = COCO(str(out / 'annotations' / 'instances_val2017.json'))
+        assert len(val.getImgIds()) == 24 and len(val.getAnnIds()) >= 24
+        for img in val.loadImgs(val.getImgIds()):
+            with Image.open(out / 'val2017' / img['file_name']) as im:
+                assert im.size == (img['width'], img['height'])
+        sides = [min(i['height'], i['width']) for i in val.dataset['images']]
+        boxes = [max(a['bbox'][2:]) for a in val.dataset['annotations']]
+        return out, np.median(sides), np.median(boxes)
 
-    side1, box1 = sizes(1.0)
-    side2, box2 = sizes(2.0)
+    _, side1, box1 = make(1.0)
+    out, side2, box2 = make(2.0)
     assert side2 / side1 == pytest.approx(2, rel=0.1)
     assert box2 / box1 == pytest.approx(1, rel=0.15)
     assert box2 / side2 < 0.6 * box1 / side1  # objects take less of it
-
-
-def test_coco_test_set_without_training_images(tmp_path):
-    """num_train=0: a validation split that pycocotools reads, a training
-    json without images or annotations, an empty train2017/."""
-    from pycocotools.coco import COCO
-    out = tmp_path / 'coco'
-    info = make_coco(str(out), 0, 3, 64, 2, canvas_scale=1.5)
-    assert (info['num_train'], info['num_val']) == (0, 3)
-    assert info['num_objects']['train2017'] == 0
     train = COCO(str(out / 'annotations' / 'instances_train2017.json'))
     assert train.getImgIds() == [] and train.getAnnIds() == []
     assert len(train.getCatIds()) == 2
     assert os.listdir(out / 'train2017') == []
-    val = COCO(str(out / 'annotations' / 'instances_val2017.json'))
-    assert len(val.getImgIds()) == 3 and len(val.getAnnIds()) >= 3
-    for img in val.loadImgs(val.getImgIds()):
-        with Image.open(out / 'val2017' / img['file_name']) as im:
-            assert im.size == (img['width'], img['height'])
     assert sorted(_listed(str(out), 'make_coco.json')['files'] +
                   ['make_coco.json']) == _files(str(out))
 
 
 # --------------------------------------------------------------- ImageNet
-def test_imagenet_larger_canvas_keeps_objects_at_the_training_scale(
-        tmp_path):
-    """--canvas-scale 2: images twice the side, each the render of its
-    class with the generator's rng, whose object mask has the pixel extent
-    and area it has at scale 1 (not 2x and 4x, as in the same images scaled
-    up) and lies anywhere on the larger canvas."""
+def test_imagenet_test_set_on_a_larger_canvas(tmp_path):
+    """train_per_class=0: meta/train.txt is empty and there is no train/.
+    --canvas-scale 2: images twice the side, each the render of its class
+    with the generator's rng, whose object mask has the pixel extent and
+    area it has at scale 1 (not 2x and 4x, as in the same images scaled up)
+    and lies anywhere on the larger canvas."""
     size, classes, per_class, seed = 32, 4, 6, 3
     out = tmp_path / 'canvas2'
     info = make_imagenet(str(out), classes, 0, per_class, size, seed,
                          canvas_scale=2.0)
     assert info['canvas_scale'] == 2.0
+    assert (info['num_train'], info['num_val']) == (0, classes * per_class)
+    assert (out / 'meta' / 'train.txt').read_text() == ''
+    assert not (out / 'train').exists()
+    assert sorted(_listed(str(out), 'make_imagenet.json')['files'] +
+                  ['make_imagenet.json']) == _files(str(out))
 
     areas, centres, renders = {1: [], 2: []}, [], {}
     for label in range(classes):
@@ -253,25 +251,6 @@ def test_imagenet_larger_canvas_keeps_objects_at_the_training_scale(
     # the same mean area (scaled up: 4x)
     assert np.mean(areas[2]) / np.mean(areas[1]) == pytest.approx(1, rel=0.1)
     assert max(max(c) for c in centres) > 1.5 * size  # all over the canvas
-
-
-def test_imagenet_test_set_without_training_images(tmp_path):
-    """train_per_class=0: meta/val.txt lists the validation images of every
-    class, meta/train.txt is empty and there is no train/."""
-    out = tmp_path / 'imagenet'
-    info = make_imagenet(str(out), 3, 0, 2, 16, canvas_scale=1.5)
-    assert (info['num_train'], info['num_val']) == (0, 6)
-    assert (out / 'meta' / 'train.txt').read_text() == ''
-    assert not (out / 'train').exists()
-    labels = []
-    for line in (out / 'meta' / 'val.txt').read_text().splitlines():
-        name, label = line.split()
-        with Image.open(out / 'val' / name) as im:
-            assert im.size == (24, 24)
-        labels.append(int(label))
-    assert sorted(labels) == [0, 0, 1, 1, 2, 2]
-    assert sorted(_listed(str(out), 'make_imagenet.json')['files'] +
-                  ['make_imagenet.json']) == _files(str(out))
 
 
 # ----------------------------------------------------------------- ADE20K

@@ -1,21 +1,13 @@
 """Checkpoints that load safely and loudly, and are never half-written.
 
-``import mmcpvt`` registers two things here, as a library registers its
-modules: mmengine's checkpoint types in torch's ``weights_only`` allow-list
-(:func:`register_checkpoint_safe_globals`) and the ``'mmcpvt_atomic'`` file
-backend (:class:`AtomicLocalBackend`), by name only: mmengine's ``'local'``
-backend stays the default.
-
-Loading safely is explicit: :func:`safe_load` (the converters),
-:func:`weights_only_loads` (around mmengine's loaders, of every scheme:
-:func:`mmcpvt.utils.state_dict.load_checkpoint`,
-:class:`mmcpvt.engine.WeightsOnlyLoadHook`), and
+``import mmcpvt`` registers, as a library registers its modules, mmengine's
+checkpoint types in torch's ``weights_only`` allow-list and the
+``'mmcpvt_atomic'`` file backend, by name only (mmengine's ``'local'`` stays
+the default). Loading safely is explicit: :func:`safe_load`,
+:func:`weights_only_loads` around mmengine's loaders, and
 ``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1``, which our tools set for their process.
-A file that cannot be loaded is diagnosed by looking at the file itself
-(:func:`_diagnose`), never by reading torch's error text.
-
-Loading a checkpoint into a model, and whether its tensors fit:
-:mod:`mmcpvt.utils.state_dict`.
+A file that cannot be loaded is diagnosed from the file itself, never from
+torch's error text. Loading into a model: :mod:`mmcpvt.utils.state_dict`.
 """
 import contextlib
 import http.client
@@ -24,7 +16,7 @@ import os
 import os.path as osp
 import pickle
 import pickletools
-import tempfile
+import secrets
 import urllib.error
 import urllib.parse
 import zipfile
@@ -38,8 +30,8 @@ from mmengine.fileio.backends import LocalBackend, register_backend
 
 
 class CheckpointError(ValueError):
-    """A checkpoint that cannot be used; the message says why and what to
-    do instead, ``what`` in a few words what is wrong."""
+    """The message says why and what to do instead, ``what`` in a few words
+    what is wrong."""
 
     def __init__(self, message: str, what: Optional[str] = None):
         super().__init__(message)
@@ -47,23 +39,20 @@ class CheckpointError(ValueError):
 
 
 class BrokenCheckpointError(CheckpointError):
-    """The file is empty, truncated, damaged, or no checkpoint at all (an
-    interrupted save or download, a wrong path)."""
+    """Empty, truncated, damaged, or no checkpoint at all."""
 
 
 class UnsafeCheckpointError(CheckpointError):
-    """The file's pickle refers to objects outside the allow-list: loading
-    it could run code, so it is refused (nothing in it was run)."""
+    """Its pickle refers to objects outside the allow-list (not run)."""
 
 
 class CheckpointDownloadError(CheckpointError):
-    """A checkpoint URL that cannot be fetched: a scheme no loader of
-    mmengine takes, an address that names no file, or a failed download."""
+    """A scheme no loader of mmengine takes, an address that names no file,
+    or a failed download."""
 
 
 class CheckpointMismatchError(CheckpointError):
-    """The checkpoint's tensors do not fit the model (another architecture,
-    a missing prefix, an unconverted official file)."""
+    """The checkpoint's tensors do not fit the model."""
 
 
 # ------------------------------------------------------ 1. allow-list
@@ -97,12 +86,10 @@ def _history_buffer_getattr(obj, name):
 
 
 def register_checkpoint_safe_globals():
-    """Allow-list for ``torch.load`` the globals that mmengine checkpoints
-    hold beyond torch's defaults (the message hub's ``HistoryBuffer``, numpy
-    arrays, scalars and dtypes), without which ``--resume`` and
-    ``load_from`` fail with "Unsupported global". Uses torch's own
-    ``torch.serialization.add_safe_globals``; idempotent, called when
-    ``mmcpvt`` is imported."""
+    """Allow-list the globals that mmengine checkpoints hold beyond torch's
+    defaults (the message hub's ``HistoryBuffer``, numpy arrays, scalars and
+    dtypes), without which ``--resume`` and ``load_from`` fail with
+    "Unsupported global"; idempotent."""
     from mmengine.logging import HistoryBuffer
     HistoryBuffer()  # registers the default statistics methods
     torch.serialization.add_safe_globals(
@@ -135,10 +122,8 @@ def weights_only_loads():
     try:
         yield
     finally:
-        for key, value in old.items():
-            os.environ.pop(key, None)
-            if value is not None:
-                os.environ[key] = value
+        os.environ.pop(FORCE, None)
+        os.environ.update({k: v for k, v in old.items() if v is not None})
 
 
 # Globals a weights-only load takes (torch's own, and ours above), by
@@ -150,6 +135,12 @@ _TAKEN = ('torch.', 'collections.OrderedDict', '_codecs.encode', 'numpy.',
 _LEGACY_PICKLES = 5
 
 
+def _sample(items, n: int = 3) -> str:
+    """The first ``n`` of ``items``, for a message: 'a, b, c, ...'."""
+    items = list(items)
+    return ', '.join(items[:n]) + (', ...' if len(items) > n else '')
+
+
 def _pickle_globals(filename: str, is_zip: bool) -> Tuple[List[str], bool]:
     """The ``module.name`` globals the checkpoint's pickles refer to, read
     as opcodes (nothing is run), and whether every pickle is complete.
@@ -159,12 +150,12 @@ def _pickle_globals(filename: str, is_zip: bool) -> Tuple[List[str], bool]:
     (test_checkpoint_safety.py::test_code_in_a_checkpoint_never_runs)."""
     if is_zip:
         with zipfile.ZipFile(filename) as archive:
-            names = [n for n in archive.namelist() if n.endswith('data.pkl')]
-            stream = io.BytesIO(archive.read(names[0]) if names else b'')
+            data = archive.read(next(n for n in archive.namelist()
+                                     if n.endswith('data.pkl')))
     else:
         with open(filename, 'rb') as f:
-            stream = io.BytesIO(f.read())
-    found, strings = [], []
+            data = f.read()
+    stream, found, strings = io.BytesIO(data), [], []
     try:
         for _ in range(1 if is_zip else _LEGACY_PICKLES):
             for op, arg, _pos in pickletools.genops(stream):
@@ -203,25 +194,24 @@ def _diagnose(filename: str, error: Exception) -> CheckpointError:
     elif is_zip and not any(n.endswith('data.pkl') for n in members):
         return BrokenCheckpointError(
             f'{filename}: not a checkpoint: a zip archive that is not a torch '
-            f'file (members: {", ".join(members[:3])}'
-            f'{" ..." if len(members) > 3 else ""}). Check the path.',
+            f'file (members: {_sample(members)}). Check the path.',
             'not a checkpoint')
     else:
         names, complete = _pickle_globals(filename, is_zip)
         other = sorted({n for n in names if not n.startswith(_TAKEN)})
+        refers = ', '.join(other) or 'objects outside the allow-list'
         # refused by the unpickler, not cut short: what it refers to
         if isinstance(error, pickle.UnpicklingError) and (other or complete):
             return UnsafeCheckpointError(
                 f'{filename}: refused to load: the checkpoint holds objects '
                 f'that are not allowed in a checkpoint (it refers to '
-                f'{", ".join(other) or "objects outside the allow-list"}). '
-                f'Unpickling it could run code, so nothing in it was run or '
-                f'loaded. mmcpvt loads with torch.load(weights_only=True), '
-                f'which allows {ALLOWED_OBJECTS}. If you trust where the '
-                f'file comes from, load it once where its code may run and '
-                f're-save its tensors alone, e.g. torch.save({{"state_dict": '
-                f'state_dict}}, path).', 'it holds objects that could run '
-                f'code ({", ".join(other) or "outside the allow-list"})')
+                f'{refers}). Unpickling it could run code, so nothing in it '
+                f'was run or loaded. mmcpvt loads with torch.load('
+                f'weights_only=True), which allows {ALLOWED_OBJECTS}. If you '
+                f'trust where the file comes from, load it once where its '
+                f'code may run and re-save its tensors alone, e.g. '
+                f'torch.save({{"state_dict": state_dict}}, path).',
+                f'it holds objects that could run code ({refers})')
         what = (f'{size} bytes, the data ends early' if not complete else
                 f'{size} bytes that torch cannot read: '
                 f'{type(error).__name__}')
@@ -233,7 +223,7 @@ def _diagnose(filename: str, error: Exception) -> CheckpointError:
 
 def safe_load(filename: str, map_location=None, mmap: bool = False):
     """``torch.load(filename, weights_only=True)``; a file it fails on is
-    named, with what is wrong and what to do (:func:`_diagnose`).
+    named, with what is wrong and what to do.
 
     Raises:
         FileNotFoundError: ``filename`` is not a file.
@@ -243,15 +233,12 @@ def safe_load(filename: str, map_location=None, mmap: bool = False):
     """
     if not osp.isfile(filename):
         raise FileNotFoundError(f'checkpoint file not found: {filename}')
-    if osp.getsize(filename) == 0:  # torch: an EOFError without a message
-        raise _diagnose(filename, EOFError())
     try:
         with weights_only_loads():  # a TORCH_FORCE_* setting cannot clash
             return torch.load(filename, map_location=map_location,
                               weights_only=True, mmap=mmap or None)
     except Exception as e:  # noqa: B902  (the file says what went wrong)
-        error = _diagnose(filename, e)
-    raise error  # outside the except clause: torch's text does not trail
+        raise _diagnose(filename, e) from None  # torch's text not added
 
 
 def _held(obj) -> str:
@@ -261,8 +248,7 @@ def _held(obj) -> str:
     if isinstance(obj, dict):
         odd = [f'{k!r} ({type(v).__name__})' for k, v in obj.items()
                if not isinstance(v, torch.Tensor)]
-        return (f'a dict with entries that are not tensors: '
-                f'{", ".join(odd[:3])}{" ..." if len(odd) > 3 else ""}'
+        return (f'a dict with entries that are not tensors: {_sample(odd)}'
                 if obj else 'an empty dict')
     size = f' of {len(obj)} items' if isinstance(obj, (list, tuple)) else ''
     return f'a {type(obj).__name__}{size}'
@@ -323,12 +309,8 @@ def download(url: str) -> str:
     """The copy of the http(s) checkpoint ``url`` in torch.hub's cache
     (``<hub dir>/checkpoints/<file name>``), where mmengine's loader
     (``torch.hub.load_state_dict_from_url``) finds it; downloaded unless
-    it is there. A failed download leaves no file behind.
-
-    Raises:
-        CheckpointDownloadError: naming the URL, what went wrong and what
-            to do.
-    """
+    it is there. A failed download leaves no file behind and raises a
+    :class:`CheckpointDownloadError`."""
     _check_url(url)
     copy = osp.join(torch.hub.get_dir(), 'checkpoints',
                     osp.basename(urllib.parse.urlparse(url).path))
@@ -342,34 +324,29 @@ def download(url: str) -> str:
         # InvalidURL (a ValueError), a cut connection its IncompleteRead
         why = e if isinstance(e, urllib.error.HTTPError) else getattr(
             e, 'reason', e)  # a URLError's reason: the OSError behind it
-        error = CheckpointDownloadError(
+        raise CheckpointDownloadError(
             f'{url}: the download failed ({why}). Check the address (open '
             f'it with curl or a browser), the network and any proxy '
             f'(https_proxy); or download the file yourself and give its '
-            f'local path instead of the URL.', f'download failed: {why}')
-    else:
-        return copy
-    raise error  # outside the except clause: urllib's traceback not added
+            f'local path instead of the URL.', f'download failed: {why}'
+        ) from None  # urllib's traceback not added
+    return copy
 
 
 def check_checkpoint(path: str, state_dict: bool = False,
                      setting: Optional[str] = None) -> None:
     """Raise a clear error if the checkpoint ``path`` cannot be loaded,
-    before anything is built (for ``load_from``, ``--resume``, a backbone's
-    ``init_cfg`` and ``tools/test.py``). A zip-format file is memory-mapped:
-    its tensor data is not read, so the check costs little even for a large
-    file. Not found: damage inside a tensor's bytes of a zip whose directory
-    is intact. With ``state_dict``, a file that holds no state dict (a list,
-    a tensor, ``{'state_dict': 'text'}``) is refused too. ``setting`` (e.g.
+    before anything is built; with ``state_dict``, also if it holds no state
+    dict (a list, a tensor, ``{'state_dict': 'text'}``). ``setting`` (e.g.
     ``'load_from'``) names where ``path`` was given, at the start of the
-    error.
+    error. A zip-format file is memory-mapped: its tensor data is not read,
+    so the check costs little even for a large file (and does not find
+    damage inside a tensor's bytes).
 
-    An ``http(s)://`` address is downloaded first (:func:`download`), to
-    the file of torch.hub's cache where mmengine's loader then finds it,
-    and that copy is checked; the error names both. An address that
-    mmengine would read as a local file name (``HTTP://``, ``file://``) is
-    refused. Other schemes (``openmmlab://``, ...) are left to their
-    loader, under :func:`weights_only_loads`.
+    An ``http(s)://`` address is downloaded (:func:`download`) and that copy
+    checked; an address that mmengine would read as a local file name
+    (``HTTP://``, ``file://``) is refused; other schemes (``openmmlab://``,
+    ...) are left to their loader, under :func:`weights_only_loads`.
     """
     path = str(path)
     try:
@@ -396,8 +373,7 @@ def check_checkpoint(path: str, state_dict: bool = False,
 
 
 def require_file(path, what: str = 'checkpoint') -> None:
-    """Raise ``FileNotFoundError('<what> file not found: <path>')`` for a
-    local ``path`` that is no file; a URL (``scheme://``) is left to the
+    """Refuse a local ``path`` that is no file; a URL is left to its
     loader."""
     if '://' not in str(path) and not osp.isfile(str(path)):
         raise FileNotFoundError(f'{what} file not found: {path}')
@@ -405,47 +381,34 @@ def require_file(path, what: str = 'checkpoint') -> None:
 
 # ----------------------------------------------------------- 3. saving
 
-# The umask, read once at import (setting it is the only way to read it).
-_UMASK = os.umask(0)
-os.umask(_UMASK)
-
-
 def atomic_write(data: bytes, filepath) -> None:
     """Write ``data`` to ``filepath`` so that the file under that name is
-    either the old one or the complete new one, never a part.
-
-    The bytes go to a temporary file in the same directory (same file
-    system), which is flushed to disk (``fsync``) and then renamed over
-    ``filepath`` (``os.replace``, atomic on POSIX and Windows). On any
-    failure the temporary file is removed and the exception raised. A
-    symlink at ``filepath`` is written through, as ``open(filepath, 'wb')``
-    would.
+    either the old one or the complete new one, never a part: a temporary
+    file in the same directory (same file system), flushed to disk, then
+    renamed over it (``os.replace``, atomic on POSIX and Windows). A symlink
+    at ``filepath`` is written through, as ``open(filepath, 'wb')`` would.
     """
     path = osp.realpath(filepath)
     directory = osp.dirname(path)
     os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(
-        prefix=f'.{osp.basename(path)}.', suffix='.tmp', dir=directory)
+    tmp = osp.join(directory,
+                   f'.{osp.basename(path)}.{secrets.token_hex(8)}.tmp')
     try:
-        with os.fdopen(fd, 'wb') as f:
+        with open(tmp, 'xb') as f:  # mode 0666 less the umask, as 'wb' gives
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        # mkstemp makes the file private (0600); open() would give 0666
-        # less the umask
-        os.chmod(tmp, 0o666 & ~_UMASK)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    if hasattr(os, 'O_DIRECTORY'):  # make the rename itself durable
-        with contextlib.suppress(OSError):
-            dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+    with contextlib.suppress(OSError):  # make the rename itself durable
+        dir_fd = os.open(directory, os.O_RDONLY)  # (not on Windows)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
 
 @register_backend('mmcpvt_atomic')

@@ -1,13 +1,9 @@
 """Converters from the official / timm / mmpretrain checkpoints to mmcpvt's
-backbones.
-
-Each converter maps a classification state dict of one family (``twins``,
-``deit``, ``swin``: ``BACKBONES``) to our keys (with ``with_head``, those of
-an mmpretrain ImageClassifier: ``backbone.*`` and ``head.fc.*``) and returns
-a :class:`ConversionReport` that says what was mapped and what was dropped
-and why. Backbones apply the same converters at load time (a state-dict
-pre-hook), so a config can point ``init_cfg`` straight at an official file;
-``tools/model_converters`` (``TOOLS``) holds the command-line converters.
+backbones: each maps a classification state dict of one family
+(``BACKBONES``) to our keys (with ``with_head``, those of an mmpretrain
+ImageClassifier) and reports what it mapped, what it dropped and why. The
+backbones apply them at load time (a state-dict pre-hook), so a config can
+point ``init_cfg`` straight at an official file.
 """
 import re
 import sys
@@ -17,6 +13,8 @@ from typing import Callable, Dict, Tuple
 
 import torch
 from mmengine.utils import track_iter_progress
+
+from .checkpoint import _sample
 
 # A key that only each family's checkpoints have.
 SIGNATURES = {
@@ -95,8 +93,7 @@ class ConversionReport:
         for key, why in self.dropped.items():
             reasons[why].append(key)
         for why, keys in reasons.items():
-            shown = ', '.join(keys[:4]) + (' ...' if len(keys) > 4 else '')
-            lines.append(f'  dropped {len(keys)} ({why}): {shown}')
+            lines.append(f'  dropped {len(keys)} ({why}): {_sample(keys, 4)}')
         return '\n'.join(lines)
 
 
@@ -118,12 +115,10 @@ def unwrap(checkpoint) -> dict:
     return checkpoint
 
 
-def _contents(state_dict) -> str:
-    """'blocks (30), pos_block (4)' and a few keys: what a file holds."""
-    groups = Counter(k.split('.')[0] for k in state_dict)
-    return (f'{len(state_dict)} tensors: '
-            f'{", ".join(f"{g} ({n})" for g, n in groups.items())} '
-            f'(e.g. {", ".join(list(state_dict)[:3])}, ...)')
+def _groups(keys) -> str:
+    """'blocks (30), pos_block (4)': keys counted by their first name."""
+    count = Counter(k.split('.')[0] for k in keys)
+    return ', '.join(f'{g} ({n})' for g, n in count.items())
 
 
 def _check(state_dict, family: str):
@@ -151,7 +146,8 @@ def _check(state_dict, family: str):
                    'file? Convert the complete official / timm release')
     else:
         return
-    raise ValueError(f'{problem}; the file has {_contents(state_dict)}')
+    raise ValueError(f'{problem}; the file has {len(state_dict)} tensors: '
+                     f'{_groups(state_dict)} (e.g. {_sample(state_dict)})')
 
 
 def _rename(key: str, rules: list):
@@ -168,10 +164,9 @@ def _rename(key: str, rules: list):
 
 def _convert(state_dict, family: str, rules: list, drop: list,
              with_head: bool, progress: bool):
-    """Check ``state_dict`` (:func:`_check`) and rename its keys
-    (:func:`_rename`), leaving out those that match a ``(pattern, why)`` of
-    ``drop``; with ``progress``, a progress bar over the tensors. Returns
-    ``(the converted state dict, a report)``."""
+    """Check ``state_dict`` and rename its keys, leaving out those that
+    match a ``(pattern, why)`` of ``drop``; with ``progress``, a progress bar
+    over the tensors. Returns ``(the converted state dict, a report)``."""
     _check(state_dict, family)
     report = ConversionReport(family)
     if not with_head:

@@ -1,8 +1,6 @@
-"""Loading a checkpoint into a model: :func:`load_checkpoint`, the one
-function by which mmcpvt loads weights; whether its tensors fit:
-:func:`check_state_dict_fits` (the backbones when they load,
-:class:`mmcpvt.engine.CheckpointFitHook`) and :class:`KeyMatch`, which says
-what does not fit and why it most likely does not.
+"""Loading a checkpoint into a model (:func:`load_checkpoint`) and whether
+its tensors fit (:func:`check_state_dict_fits`, :class:`KeyMatch`: what
+does not fit and why it most likely does not).
 
 Why not only mmengine's ``load_state_dict``: it logs what does not fit and
 loads the rest, so a checkpoint of another model trains or tests on at
@@ -17,9 +15,9 @@ from typing import List, Mapping, Optional, Tuple
 import torch.nn as nn
 from mmengine.runner import CheckpointLoader
 
-from .checkpoint import (CheckpointError, CheckpointMismatchError,
+from .checkpoint import (CheckpointError, CheckpointMismatchError, _sample,
                          check_checkpoint, weights_only_loads)
-from .convert import BACKBONES, TOOLS, detect_family, unwrap
+from .convert import BACKBONES, TOOLS, _groups, detect_family, unwrap
 
 
 def _shape(value):
@@ -27,29 +25,12 @@ def _shape(value):
     return None if shape is None else tuple(shape)
 
 
-def _sample(keys, n: int = 3) -> str:
-    keys = list(keys)
-    return ', '.join(keys[:n]) + (', ...' if len(keys) > n else '')
-
-
-def _groups(keys) -> str:
-    """'neck (16), bbox_head (40)': keys counted by their first name."""
-    count = Counter(k.split('.')[0] for k in keys)
-    return ', '.join(f'{g} ({n})' for g, n in count.items())
-
-
 def _block(key: str) -> Optional[str]:
     """The numbered block a key belongs to: 'layers.2' of
     'layers.2.ln1.weight', 'stages.0.2' of 'stages.0.2.attn.kv.bias'; None
     for a key outside numbered blocks."""
-    parts = key.split('.')
-    first = next((i for i, p in enumerate(parts) if p.isdigit()), None)
-    if first is None:
-        return None
-    last = first
-    while last + 1 < len(parts) and parts[last + 1].isdigit():
-        last += 1
-    return '.'.join(parts[:last + 1])
+    block = re.match(r'(?:[^.]+\.)*?\d+(?:\.\d+)*(?=\.|$)', key)
+    return block and block.group()
 
 
 def _lone_blocks(keys, other) -> List[str]:
@@ -105,10 +86,7 @@ class KeyMatch:
         # whole blocks beside blocks of the same list: another depth
         self.missing_blocks = _lone_blocks(self.missing, self.offered)
         self.extra_blocks = _lone_blocks(self.unexpected, self.expected)
-
-    @property
-    def total(self) -> int:
-        return len(self.expected)
+        self.total = len(self.expected)
 
     def details(self, prefix: str = '') -> str:
         """The missing, wrong-shape and unexpected keys: counts and a few
@@ -269,17 +247,14 @@ def load_checkpoint(model: nn.Module, filename: str,
     """Load the checkpoint ``filename`` (a path or URL) into ``model``, or
     into ``model.backbone`` if it has no ``backbone.*`` key (an official or
     a converted backbone checkpoint); return the module loaded and torch's
-    missing and unexpected keys.
+    missing and unexpected keys. The backbones' ``init_cfg`` Pretrained and
+    the tools load weights through this function alone.
 
-    The backbones' ``init_cfg`` Pretrained and the tools load weights
-    through this function alone. The file is checked first
-    (:func:`check_checkpoint`: unsafe, damaged, no state dict, a bad URL),
-    read by mmengine's ``CheckpointLoader`` (every scheme) with
-    ``weights_only``, ``module.`` stripped and the keys under ``prefix``
-    taken; torch's non-strict ``load_state_dict`` then runs the backbones'
-    pre-hook, which converts official keys and refuses what does not fit
-    (the runner's ``load_from`` and ``resume`` meet it too). ``setting``
-    (e.g. ``'CPVT: init_cfg Pretrained'``) starts an error's message.
+    The file is checked first (:func:`check_checkpoint`), read by mmengine's
+    ``CheckpointLoader`` (every scheme) with ``weights_only``; the
+    backbones' pre-hook then converts official keys and refuses what does
+    not fit. ``setting`` (e.g. ``'CPVT: init_cfg Pretrained'``) starts an
+    error's message.
     """
     try:
         check_checkpoint(filename, state_dict=True)
@@ -302,4 +277,4 @@ def load_checkpoint(model: nn.Module, filename: str,
         where = '' if str(filename) in str(e) else f'{filename!r}: '
         error = type(e)(f'{setting} {where}{e}')
         error.what = getattr(e, 'what', str(e))
-    raise error  # outside the except clause: the first error does not trail
+        raise error from None

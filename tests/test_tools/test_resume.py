@@ -217,20 +217,14 @@ def resumed(tiny, monkeypatch):
     return run
 
 
-def copy_work_dir(source, work_dir, record=True):
-    """A copy of the work dir ``source``; its last_checkpoint names the
-    copy's epoch_3.pth unless not ``record``."""
-    shutil.copytree(source, work_dir, ignore=shutil.ignore_patterns('2*'))
-    if record:
-        with open(osp.join(work_dir, 'last_checkpoint'), 'w') as f:
-            f.write(osp.join(work_dir, 'epoch_3.pth'))
-
-
 @pytest.mark.parametrize('how', DAMAGES)
 def test_resume_steps_over_damaged_latest(how, uninterrupted, tmp_path,
                                           resumed):
     work_dir = str(tmp_path / 'work')
-    copy_work_dir(uninterrupted, work_dir)
+    shutil.copytree(uninterrupted, work_dir,
+                    ignore=shutil.ignore_patterns('2*'))
+    with open(osp.join(work_dir, 'last_checkpoint'), 'w') as f:
+        f.write(osp.join(work_dir, 'epoch_3.pth'))
     latest = osp.join(work_dir, 'epoch_3.pth')
     damage(latest, how)
 
@@ -241,6 +235,16 @@ def test_resume_steps_over_damaged_latest(how, uninterrupted, tmp_path,
     assert (f'Resuming from {work_dir}/epoch_2.pth, the newest intact '
             'checkpoint of the work dir; the epochs (or iterations) after it '
             'are trained again.') in warning
+
+    # given explicitly, a damaged checkpoint is an error that names it
+    with pytest.raises(SystemExit) as error:
+        resumed(tmp_path / 'other', latest)
+    message = str(error.value)
+    assert message.startswith(
+        f'train.py: error: --resume {latest}: cannot resume from it: ')
+    assert {'empty': '0 bytes', 'truncated': 'truncated',
+            'garbage': ''}[how] in message
+    assert '--resume without a path' in message
 
     # every checkpoint damaged: an error naming them and what to do
     for name in ('epoch_1.pth', 'epoch_2.pth'):
@@ -254,83 +258,50 @@ def test_resume_steps_over_damaged_latest(how, uninterrupted, tmp_path,
     assert 'delete or move the damaged files' in message
 
 
-def test_resume_without_last_checkpoint_takes_newest(uninterrupted, tmp_path,
-                                                     resumed):
+@pytest.mark.parametrize('case', ['no record', 'copied', 'first launch'])
+def test_resume_finds_the_checkpoint_of_its_work_dir(uninterrupted, tmp_path,
+                                                     resumed, case):
     """``last_checkpoint`` missing (the run died before writing it, or it
-    was deleted), checkpoints present: the newest of them, not a restart
-    that would overwrite them."""
+    was deleted): the newest checkpoint, not a restart that would overwrite
+    them. A copied work dir, whose ``last_checkpoint`` (an absolute path)
+    names the original's checkpoint: this work dir's copy, never the other
+    directory's file. A job that always passes ``--resume`` (preemptible),
+    first launch: the config's ``load_from`` (mmengine would drop it and
+    start from random weights)."""
     work_dir = str(tmp_path / 'work')
-    copy_work_dir(uninterrupted, work_dir)
-    os.remove(osp.join(work_dir, 'last_checkpoint'))
-    cfg, warnings = resumed(work_dir)
-    assert cfg.resume and cfg.load_from == osp.join(work_dir, 'epoch_3.pth')
-    assert 'last_checkpoint is missing' in warnings[0]
-
-
-def test_resume_in_a_copied_work_dir_stays_there(uninterrupted, tmp_path,
-                                                 resumed):
-    """``last_checkpoint`` holds an absolute path: in a copied work dir it
-    names the original's checkpoint. Resuming takes this work dir's copy,
-    with a warning, never the other directory's file."""
-    work_dir = str(tmp_path / 'copy')
-    copy_work_dir(uninterrupted, work_dir, record=False)
-    cfg, (warning, ) = resumed(work_dir)
-    assert cfg.resume and cfg.load_from == osp.join(work_dir, 'epoch_3.pth')
-    assert 'outside the work dir' in warning and work_dir in warning
-
-
-def test_first_resume_starts_from_load_from(uninterrupted, tmp_path,
-                                            resumed):
-    """A job that always passes ``--resume`` (preemptible), first launch:
-    nothing to resume, so the config's ``load_from`` is loaded (mmengine
-    would drop it and start from random weights)."""
+    if case != 'first launch':
+        shutil.copytree(uninterrupted, work_dir,
+                        ignore=shutil.ignore_patterns('2*'))
+    if case == 'no record':
+        os.remove(osp.join(work_dir, 'last_checkpoint'))
     pretrained = osp.join(uninterrupted, 'epoch_1.pth')
-    cfg, warnings = resumed(tmp_path / 'new', '--cfg-options',
-                            f'load_from={pretrained}')
-    assert not cfg.resume and cfg.load_from == pretrained
-    assert warnings == [
-        f'--resume: no checkpoint in {tmp_path / "new"} yet, training starts '
-        f'from load_from={pretrained}'
-    ]
+    cfg, (warning, ) = resumed(work_dir, '--cfg-options',
+                               f'load_from={pretrained}')
+    if case == 'first launch':
+        assert not cfg.resume and cfg.load_from == pretrained
+        assert warning == (f'--resume: no checkpoint in {work_dir} yet, '
+                           f'training starts from load_from={pretrained}')
+        return
+    assert cfg.resume and cfg.load_from == osp.join(work_dir, 'epoch_3.pth')
+    assert {'no record': 'last_checkpoint is missing',
+            'copied': 'outside the work dir'}[case] in warning
+    assert work_dir in warning
 
 
-@pytest.mark.parametrize('how', DAMAGES)
-def test_explicit_damaged_resume_is_named(how, uninterrupted, tmp_path,
-                                          resumed):
-    path = str(tmp_path / 'epoch_2.pth')
-    shutil.copy(osp.join(uninterrupted, 'epoch_2.pth'), path)
-    damage(path, how)
-    with pytest.raises(SystemExit) as error:
-        resumed(tmp_path / 'work', path)
-    message = str(error.value)
-    assert message.startswith(
-        f'train.py: error: --resume {path}: cannot resume from it: ')
-    assert {'empty': '0 bytes', 'truncated': 'truncated',
-            'garbage': ''}[how] in message
-    assert '--resume without a path' in message
-
-
-@pytest.mark.parametrize('options, why', [
-    (['model.head.num_classes=3', 'data_preprocessor.num_classes=3'],
-     'only '),
-    (['model.backbone.arch.num_layers=1'], 'the checkpoint is not one of the '
-     'CPVT backbone (keys backbone.*): it has 12 tensors that the CPVT '
-     'backbone lacks'),
-])
 def test_resume_from_another_model_is_refused(tiny, uninterrupted,
-                                              tmp_path, options, why):
+                                              tmp_path):
     """A checkpoint whose tensors do not all fit the model (another number
     of classes) stops the run, where mmengine would load what fits and
-    train on with the rest at random; so does one with tensors the model
-    lacks (a deeper backbone), which torch's optimizer refused later with
-    "different number of parameter groups"."""
+    train on with the rest at random (test_trained_checkpoint_is_validated_
+    and_tested refuses one with tensors the model lacks)."""
     _, config = tiny
     ckpt = osp.join(uninterrupted, 'epoch_1.pth')
     proc = run_tool('tools/train.py', config, '--work-dir',
                     str(tmp_path / 'work'), '--resume', ckpt,
-                    '--cfg-options', *options)
+                    '--cfg-options', 'model.head.num_classes=3',
+                    'data_preprocessor.num_classes=3')
     assert proc.returncode == 1, explain(proc)
     assert 'Traceback' not in proc.stderr, explain(proc)
     assert (f'train.py: error: --resume {ckpt} does not fit the model of '
-            f'{config}: {why}') in proc.stderr, explain(proc)
+            f'{config}: only ') in proc.stderr, explain(proc)
     assert f'load_from={ckpt} instead of --resume' in proc.stderr

@@ -206,27 +206,6 @@ def test_semantic_fpn_pvt_tiny_peg_train_test(seg_run):
     assert re.search(r'mIoU: [\d.]+', proc.stdout), explain(proc)
 
 
-def checkpoint_tensors(path):
-    """Every tensor of a checkpoint's weights and optimizer state, by a
-    dotted path (``optimizer.state.3.exp_avg``)."""
-    found = {}
-
-    def walk(value, where):
-        if isinstance(value, torch.Tensor):
-            found[where] = value
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                walk(v, f'{where}.{k}')
-        elif isinstance(value, (list, tuple)):
-            for i, v in enumerate(value):
-                walk(v, f'{where}.{i}')
-
-    checkpoint = torch.load(path, map_location='cpu', weights_only=True)
-    for key in ('state_dict', 'optimizer'):
-        walk(checkpoint[key], key)
-    return found
-
-
 def test_semantic_fpn_killed_between_saves_resumes_exactly(seg_run):
     """Killed after iteration 3 (iter_2 saved), resumed with --resume: the
     checkpoints of iterations 4 and 6 equal the uninterrupted run's in every
@@ -243,16 +222,15 @@ def test_semantic_fpn_killed_between_saves_resumes_exactly(seg_run):
     assert proc.returncode == 0, explain(proc)
     assert 'resumed epoch: 0, iter: 2' in runner_logs(work_dir)
 
+    def tensors(path):  # the weights and AdamW's state (its moments)
+        checkpoint = torch.load(path, map_location='cpu', weights_only=True)
+        return checkpoint['state_dict'], checkpoint['optimizer']['state']
+
     for name in ('iter_4.pth', 'iter_6.pth'):
-        expected = checkpoint_tensors(osp.join(uninterrupted, name))
-        resumed = checkpoint_tensors(osp.join(work_dir, name))
-        assert resumed.keys() == expected.keys()
-        assert any(k.startswith('optimizer.state.') for k in expected)
-        delta = max((resumed[k].double() - expected[k].double()).abs().max()
-                    .item() for k in expected)
-        print(f'{name}: max |delta| over {len(expected)} tensors (weights '
-              f'and optimizer state): {delta}')
-        assert delta == 0, name
+        expected = tensors(osp.join(uninterrupted, name))
+        assert expected[1], 'no optimizer state'
+        torch.testing.assert_close(tensors(osp.join(work_dir, name)),
+                                   expected, rtol=0, atol=0)
 
 
 def test_mmdet_own_train_py_runs_our_hooks(tmp_path):

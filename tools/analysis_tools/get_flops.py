@@ -13,6 +13,7 @@ the counter, so attention runs on its explicit path while counting.
 import argparse
 import glob
 import os.path as osp
+from unittest import mock
 
 import torch
 from mmengine.analysis import get_model_complexity_info
@@ -35,16 +36,14 @@ def count(config: str, shape):
     """``(params, FLOPs)`` of the untrained model on a ``shape`` input."""
     cfg = Config.fromfile(config)
     model = init_model(cfg).eval()
-    for m in model.modules():
-        if isinstance(m, Attention):
-            m.fused_attn = False
     if hasattr(model, 'extract_feat') and cfg.default_scope == 'mmpretrain':
         model.forward = model.extract_feat
     else:  # detector / segmentor: the network without post-processing
         model.forward = model._forward
-    result = get_model_complexity_info(
-        model, inputs=(torch.randn(1, 3, *shape), ), show_table=False,
-        show_arch=False)
+    with mock.patch.object(Attention, 'fused_attn', False):
+        result = get_model_complexity_info(
+            model, inputs=(torch.randn(1, 3, *shape), ), show_table=False,
+            show_arch=False)
     return sum(p.numel() for p in model.parameters()), result['flops']
 
 

@@ -1,29 +1,21 @@
 """How far each block is from translation equivariance (paper, Sec. 3.2
 and Appendix A): the input is shifted by whole patches, and at every block
-the maps of the shifted input are compared with the shifted maps of the
-original, ``||f(shift(x)) - shift(f(x))|| / ||shift(f(x))||`` over the
-tokens of a region: interior and border tokens separately, and all.
+``||f(shift(x)) - shift(f(x))|| / ||shift(f(x))||`` is measured over the
+interior tokens, the border tokens (within --border of an edge of the map
+in the shifted or the original frame: a circular shift's seam is border
+too) and all.
 
-Self-attention, the FFN and a PEG (ignoring its padding) are equivariant:
-a model with no position encoding and no zero padding is exactly
-equivariant under circular shifts. An absolute position embedding (a
-learned table) is not, and a PEG's zero padding breaks equivariance only at
-the border of the map, where it tells tokens where they are (Appendix
-B.3). Each shift s moves the image s patches down and s right; at a block
-whose tokens are r pixels, that is s * patch / r tokens, and shifts that
-are no whole number of tokens there are skipped for that block (said in
-the output).
-
-Modes: 'circular' rolls the image; 'zero' shifts in zeros (the mean
-colour once normalised) and compares only the tokens whose content came
-from the image (the valid region).
-
-Border tokens are those within --border tokens of the edge of the map in
-the shifted or in the original frame (so that, under a circular shift, the
-seam where the original edges meet counts as border too); the others are
-interior. A map that a PEG without padding has shrunk no longer wraps
-around with the image: there, circular shifts compare only the tokens that
-did not wrap (as in 'zero' mode).
+Self-attention, the FFN and a PEG (but for its padding) are equivariant:
+without position encoding and zero padding a model is exactly equivariant
+under circular shifts. A learned table is not; a PEG's zero padding breaks
+equivariance only at the border, where it tells tokens where they are
+(Appendix B.3). A shift of s patches is s * patch / r tokens at a block of
+r-pixel tokens; shifts that are no whole number of tokens there are
+skipped for that block (and said). Modes: 'circular' rolls the image;
+'zero' shifts in zeros (the mean colour once normalised) and compares the
+tokens whose content came from the image. On a map that a PEG without
+padding has shrunk, circular shifts compare only the tokens that did not
+wrap around.
 
 Examples::
 

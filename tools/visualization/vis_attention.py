@@ -1,18 +1,16 @@
 """The attention matrix of one head of one block on an image, as in the
-paper's Figs. 5 and 6 (Appendix D.3: normalised attention scores of a head
-of the second encoder, 196 x 196 patch tokens at 224 px, show whether
-tokens attend to their neighbours, i.e. whether they know where they are),
-and the attention of a few query tokens over the image. The softmax
-weights are recorded as the block computes them, not recomputed.
+paper's Figs. 5 and 6 (Appendix D.3: a head of the second encoder over the
+196 x 196 patch tokens at 224 px shows whether tokens attend to their
+neighbours, i.e. know where they are), and the attention of a few query
+tokens over the image; the softmax weights as the block computes them.
 
-Writes to --out-dir: <image>_block<B>_head<H>_matrix.png (the matrix of
-the patch tokens, min-max normalised; --with-cls adds the class token's row
-and column), ..._queries.png (each query's attention upsampled onto the
-image; default queries: the centre and the top-left patch, and the class
-token) and, with --save-npy, ..._matrix.npy (the softmax weights). PVT
-blocks with spatial reduction give N x N' matrices; Swin blocks attend in
-windows: only the first window's matrix is drawn (--save-npy keeps every
-window), and no query overlay.
+Writes to --out-dir: <image>_block<B>_head<H>_matrix.png (the patch tokens'
+matrix, min-max normalised; --with-cls adds the class token's row and
+column), ..._queries.png (each query's attention upsampled onto the image;
+default queries: the centre and top-left patches and the class token) and,
+with --save-npy, ..._matrix.npy. PVT blocks with spatial reduction give
+N x N' matrices; Swin blocks attend in windows: the first window's matrix
+is drawn (--save-npy keeps every window), and no query overlay.
 
 Examples::
 
@@ -91,9 +89,6 @@ def main(argv=None):
     try:
         model, backbone, cfg = instruments.load(
             args.config, args.checkpoint, args.device, args.cfg_options)
-    except instruments.USAGE_ERRORS as e:
-        parser.error(str(e))
-    try:
         block = resolve_block(backbone, args.block)
         batch, rgb = image_from_file(cfg, model, args.image)
         maps = attention_maps(backbone, batch, block)
@@ -103,7 +98,7 @@ def main(argv=None):
                                  if maps.kind != 'window' else [])
         for q in queries:
             maps.query_index(q)  # checks the range
-    except ValueError as e:
+    except instruments.USAGE_ERRORS as e:
         parser.error(str(e))
     image_name = osp.splitext(osp.basename(args.image))[0]
     stem = osp.join(args.out_dir,

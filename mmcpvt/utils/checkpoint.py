@@ -362,8 +362,7 @@ def check_checkpoint(path: str, state_dict: bool = False,
         if '://' in path:
             return _check_url(path)
         checkpoint = safe_load(path, map_location='cpu',
-                               mmap=osp.isfile(path)
-                               and zipfile.is_zipfile(path))
+                               mmap=zipfile.is_zipfile(path))
         if state_dict:
             state_dict_of(checkpoint, path)
     except CheckpointError as e:

@@ -209,17 +209,12 @@ def check_state_dict_fits(expected: Mapping, offered: Mapping,
         head = f'the checkpoint is not one of {owner}{where}: ' + ', '.join(
             unfit)
     else:
-        if not match.matched:
-            head = f'none of the {match.total} tensors of {owner}'
-        else:
-            head = f'only {len(match.matched)} of the {match.total} ' \
-                   f'tensors of {owner}'
-        if not match.offered:
-            got = (f'the checkpoint has no tensor under {prefix!r}' if prefix
-                   else 'the checkpoint has no tensors')
-        else:
-            got = f'the checkpoint offers {len(match.offered)}'
-        head += f'{where} are in the checkpoint with their shapes ({got})'
+        some = f'only {len(match.matched)}' if match.matched else 'none'
+        got = (f'the checkpoint offers {len(match.offered)}' if match.offered
+               else f'the checkpoint has no tensor under {prefix!r}' if prefix
+               else 'the checkpoint has no tensors')
+        head = (f'{some} of the {match.total} tensors of {owner}{where} are '
+                f'in the checkpoint with their shapes ({got})')
     found = match.likely_causes()
     likely = 'Likely: ' + '; or '.join(found) + '.\n' if found else ''
     raise CheckpointMismatchError(

@@ -9,6 +9,7 @@ import json
 import os
 import os.path as osp
 import re
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -162,9 +163,7 @@ def test_coco_objects_per_image(tmp_path):
     assert info['objects_per_image'] == [4, 6]
     with open(osp.join(out, 'annotations', 'instances_train2017.json')) as f:
         coco = json.load(f)
-    per_image = {}
-    for ann in coco['annotations']:
-        per_image[ann['image_id']] = per_image.get(ann['image_id'], 0) + 1
+    per_image = Counter(ann['image_id'] for ann in coco['annotations'])
     # fewer than 4 only where no free place was found
     assert max(per_image.values()) <= 6
     assert np.mean(list(per_image.values())) > 3

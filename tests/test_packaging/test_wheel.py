@@ -14,7 +14,6 @@ import subprocess
 import sys
 import zipfile
 
-import pytest
 import yaml
 
 from tests.test_packaging.check_package import SKIP, make_venv
@@ -34,73 +33,61 @@ def _tree_files(root, folder, suffixes):
     return files
 
 
-@pytest.fixture(scope='module')
-def built(tmp_path_factory):
+def test_editable_install_then_wheel(tmp_path):
     """A copy of the checkout, installed editable into a fresh venv, then
     built into a wheel (which turns the editable links into copies)."""
-    tmp = tmp_path_factory.mktemp('package')
-    src = str(tmp / 'src')
+    src = str(tmp_path / 'src')
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(*SKIP))
-    py, site = make_venv(str(tmp / 'venv'))
+    py, _ = make_venv(str(tmp_path / 'venv'))
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE='1')
 
     def run(*args):
-        proc = subprocess.run(args, cwd=str(tmp), env=env, text=True,
+        proc = subprocess.run(args, cwd=str(tmp_path), env=env, text=True,
                               capture_output=True, timeout=300)
         assert proc.returncode == 0, explain(proc)
         return proc.stdout
 
     run(py, '-m', 'pip', 'install', '--no-build-isolation', '--no-deps',
         '--ignore-installed', '-e', src)
-    # where the editable install finds mmcpvt (find_spec imports nothing)
-    editable_origin = run(py, '-c', 'import importlib.util as u; '
-                          'print(u.find_spec("mmcpvt").origin)').strip()
-    links = {name: os.readlink(osp.join(src, 'mmcpvt', '.mim', name))
-             for name in MIM_NAMES}
+    # the editable install finds mmcpvt in the copy (find_spec imports
+    # nothing), and links mmcpvt/.mim to it
+    assert run(py, '-c', 'import importlib.util as u; '
+               'print(u.find_spec("mmcpvt").origin)').strip() == osp.join(
+                   src, 'mmcpvt', '__init__.py')
+    mim = osp.join(src, 'mmcpvt', '.mim')
+    assert {name: os.readlink(osp.join(mim, name)) for name in MIM_NAMES} \
+        == {name: f'../../{name}' for name in MIM_NAMES}
     originals = {folder: _tree_files(src, folder, suffixes)
                  for folder, suffixes in MIM_SUFFIXES.items()}
 
     run(sys.executable, '-m', 'pip', 'wheel', '--no-deps',
-        '--no-build-isolation', '-w', str(tmp / 'dist'), src)
-    wheel, = glob.glob(str(tmp / 'dist' / 'mmcpvt-*.whl'))
-    return dict(src=src, wheel=wheel, links=links, originals=originals,
-                editable_origin=editable_origin)
-
-
-def test_editable_install_links_mim_files_to_the_checkout(built):
-    src = built['src']
-    assert built['editable_origin'] == osp.join(src, 'mmcpvt',
-                                                '__init__.py')
-    assert built['links'] == {name: f'../../{name}' for name in MIM_NAMES}
-
-
-def test_wheel_build_replaces_the_links_not_the_originals(built):
-    src = built['src']
-    mim = osp.join(src, 'mmcpvt', '.mim')
+        '--no-build-isolation', '-w', str(tmp_path / 'dist'), src)
+    wheel, = glob.glob(str(tmp_path / 'dist' / 'mmcpvt-*.whl'))
+    # the build replaced the links, not what they pointed to
     for name in MIM_NAMES:
         assert not osp.islink(osp.join(mim, name)), name
-    # what the links pointed to is intact, and copied
     for folder, suffixes in MIM_SUFFIXES.items():
-        files = built['originals'][folder]
+        files = originals[folder]
         assert files and _tree_files(src, folder, suffixes) == files
         assert _tree_files(mim, folder, suffixes) == files
 
-
-def test_wheel_ships_configs_tools_and_model_index(built):
-    src = built['src']
-    with zipfile.ZipFile(built['wheel']) as z:
+    with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         index = yaml.safe_load(z.read('mmcpvt/.mim/model-index.yml'))
         metafiles = {m: yaml.safe_load(z.read('mmcpvt/.mim/' + m))
                      for m in index['Import']}
+        meta = email.parser.Parser().parsestr(
+            z.read('mmcpvt-0.1.0.dist-info/METADATA').decode())
+        licence = z.read('mmcpvt-0.1.0.dist-info/licenses/LICENSE').decode()
+    # the wheel ships configs/, tools/ and the model-indexes
     for folder, suffixes in MIM_SUFFIXES.items():
         expected = {'mmcpvt/.mim/' + f
                     for f in _tree_files(src, folder, suffixes)}
         assert expected and expected <= names, sorted(expected - names)
     assert 'mmcpvt/.mim/model-index-mmpretrain.yml' in names
     # every config the metafiles name is in the wheel
-    for meta in metafiles.values():
-        for model in meta['Models']:
+    for meta_file in metafiles.values():
+        for model in meta_file['Models']:
             assert 'mmcpvt/.mim/' + model['Config'] in names, model['Name']
     # the library and its metadata only: no tests/, no top-level configs/
     tops = {n.split('/')[0] for n in names}
@@ -111,12 +98,7 @@ def test_wheel_ships_configs_tools_and_model_index(built):
         assert f'mmcpvt/{module}' in names, module
     assert not [n for n in names if '__pycache__' in n or n.endswith('.pyc')]
 
-
-def test_wheel_metadata_ranges_extras_and_licence(built):
-    with zipfile.ZipFile(built['wheel']) as z:
-        meta = email.parser.Parser().parsestr(
-            z.read('mmcpvt-0.1.0.dist-info/METADATA').decode())
-        licence = z.read('mmcpvt-0.1.0.dist-info/licenses/LICENSE').decode()
+    # version ranges, extras and the licence
     requires = meta.get_all('Requires-Dist')
     runtime = sorted(r for r in requires if 'extra ==' not in r)
     assert runtime == [

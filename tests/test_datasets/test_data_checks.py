@@ -100,14 +100,6 @@ def test_seg_map_of_16_bits_with_values_over_255_is_an_error(ade_root):
     assert 'so 300 would become 44, another label' in str(e.value)
 
 
-def _loaded(seg, **changes):
-    """The results of LoadAnnotations for the label map ``seg``."""
-    seg = np.array(seg, np.uint8)
-    results = dict(gt_seg_map=seg, seg_map_path='a.png', img_path='a.jpg',
-                   ori_shape=seg.shape[:2], reduce_zero_label=True)
-    return dict(results, **changes)
-
-
 @pytest.mark.parametrize('seg, changes, error', [
     # labels outside [0, num_classes) other than 255: the loss cannot take
     # them
@@ -121,15 +113,20 @@ def _loaded(seg, **changes):
      r'\(4, 5, 3\), not \(height, width\)'),
 ], ids=['outside-classes', 'zero-label', 'colour'])
 def test_unusable_label_values_are_an_error(seg, changes, error):
+    seg = np.array(seg, np.uint8)
+    results = dict(gt_seg_map=seg, seg_map_path='a.png', img_path='a.jpg',
+                   ori_shape=seg.shape[:2], reduce_zero_label=True)
     with pytest.raises(ValueError, match=error):
-        CheckSegMap(num_classes=4)(_loaded(seg, **changes))
+        CheckSegMap(num_classes=4)(dict(results, **changes))
 
 
 def test_check_seg_map_passes_usable_labels():
-    seg = [[0, 3, 255], [1, 2, 255]]
-    assert CheckSegMap(num_classes=4)(_loaded(seg)) is not None
+    seg = np.array([[0, 3, 255], [1, 2, 255]], np.uint8)
+    results = dict(gt_seg_map=seg, seg_map_path='a.png', img_path='a.jpg',
+                   ori_shape=(2, 3), reduce_zero_label=True)
+    assert CheckSegMap(num_classes=4)(dict(results)) is not None
     # without num_classes the values are not checked
-    assert CheckSegMap()(_loaded(np.add(seg, 100) % 256)) is not None
+    assert CheckSegMap()(dict(results, gt_seg_map=seg + 100)) is not None
     # the inferencers remove LoadAnnotations: nothing to check
     results = dict(img=np.zeros((4, 5, 3), np.uint8), ori_shape=(4, 5))
     assert CheckSegMap(num_classes=2)(dict(results)).keys() == results.keys()

@@ -11,7 +11,8 @@ from typing import Callable, List, Optional
 
 from mmengine.config import Config
 
-from mmcpvt.utils.checkpoint import FORCE, FORCE_OFF
+from mmcpvt.utils.checkpoint import (FORCE, FORCE_OFF, CheckpointError,
+                                     CheckpointMismatchError)
 from mmcpvt.utils.path import check_output_dir
 from .cfg_options import merge_cfg_options
 
@@ -55,8 +56,6 @@ def checkpoint_errors(prog: str, cfg: Config, given: Optional[str] = None,
     weights-only unpickler, of another model) ends the tool with a message,
     not a traceback; ``given``: how the user gave the checkpoint, ``hint``:
     what else to do."""
-    from mmcpvt.utils.checkpoint import (CheckpointError,
-                                         CheckpointMismatchError)
     try:
         yield
     except CheckpointError as e:

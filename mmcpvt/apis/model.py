@@ -119,13 +119,10 @@ def load_weights(model: nn.Module, checkpoint: str) -> dict:
     """Load a checkpoint (a file or URL) into ``model`` by
     :func:`mmcpvt.utils.state_dict.load_checkpoint` (one of the whole model
     into the model, any other into the backbone; one that does not fit is
-    refused) and say how much of it fitted.
-
-    Returns:
-        dict: ``target`` ('model' or 'backbone'), ``loaded`` / ``total``
-        (tensors of the target), ``backbone_loaded`` / ``backbone_total``,
-        ``missing`` and ``unexpected`` (key lists).
-    """
+    refused); returns how much of it fitted: ``target`` ('model' or
+    'backbone'), ``loaded`` / ``total`` (tensors of the target),
+    ``backbone_loaded`` / ``backbone_total``, ``missing`` and ``unexpected``
+    (key lists)."""
     target, result = load_checkpoint(model, checkpoint)
 
     def weights(names):  # BN step counters are no weights

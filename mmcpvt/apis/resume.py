@@ -48,11 +48,11 @@ def resume_latest(cfg: Config) -> None:
     N: a copied work dir keeps names, not times), with a warning; none at
     all is a fresh start (from ``load_from`` if the config has one)."""
     work_dir, record = cfg.work_dir, osp.join(cfg.work_dir, 'last_checkpoint')
-    numbered = sorted(
+    candidates = [path for _, path in sorted((
         (int(m.group(1)), osp.join(work_dir, name))
         for name in (os.listdir(work_dir) if osp.isdir(work_dir) else [])
-        for m in [re.match(r'^(?:epoch|iter)_(\d+)\.pth$', name)] if m)
-    candidates = [path for _, path in reversed(numbered)]
+        for m in [re.match(r'^(?:epoch|iter)_(\d+)\.pth$', name)] if m),
+        reverse=True)]
     why = f'{record} is missing'
     latest = find_latest_checkpoint(work_dir) if osp.isfile(record) else None
     if latest:

@@ -190,19 +190,16 @@ INSTRUMENTS = {  # tool -> its arguments after the config and checkpoint
 
 @pytest.mark.parametrize('tool', list(INSTRUMENTS))
 def test_instrument_refuses_a_served_malicious_pickle(served, tmp_path,
-                                                      tool):
+                                                      monkeypatch, tool):
     """The instruments load through mmcpvt.apis.model, which checks the
     download before any loader reads it."""
     base, root, image = served
     url = f'{base}/evil_ImageClassificationInferencer.pth'
-    os.environ['TORCH_HOME'] = str(tmp_path / 'torch_home')
-    try:
-        proc = run_tool(tool, 'configs/cpvt/cpvt-tiny_4xb256_in1k.py', url,
-                        '--device', 'cpu',
-                        *INSTRUMENTS[tool](image, str(tmp_path / 'out')),
-                        timeout=300)
-    finally:
-        del os.environ['TORCH_HOME']
+    monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch_home'))
+    proc = run_tool(tool, 'configs/cpvt/cpvt-tiny_4xb256_in1k.py', url,
+                    '--device', 'cpu',
+                    *INSTRUMENTS[tool](image, str(tmp_path / 'out')),
+                    timeout=300)
     assert not (root / 'ran_ImageClassificationInferencer').exists()
     assert proc.returncode != 0, explain(proc)
     assert 'Traceback' not in proc.stderr, explain(proc)

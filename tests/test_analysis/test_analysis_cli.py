@@ -45,10 +45,6 @@ def checkpoint(tiny_config, tmp_path_factory):
     return str(path)
 
 
-def load_tool(name):
-    return load_script(TOOLS[name])
-
-
 def run(name, *args):
     # a few seconds of CPU each (mostly imports), but on a shared 2-core
     # machine a run has been seen to wait minutes for it
@@ -173,7 +169,7 @@ def test_bad_input_is_refused_clearly(tiny_config, checkpoint, tmp_path,
         return text.format(config=tiny_config, ckpt=checkpoint, tmp=tmp_path)
 
     with pytest.raises(SystemExit) as e:
-        load_tool(name).main(fill(argv).split())
+        load_script(TOOLS[name]).main(fill(argv).split())
     assert e.value.code != 0
     err = capsys.readouterr().err
     for text in says:

@@ -85,24 +85,17 @@ def test_model_index_parses_and_mim_search_shows_no_metric():
     assert df.loc['cpvt-tiny_4xb256_in1k', 'parameters'] == 5681512
 
 
-def _mmpretrain_own_names():
-    """mmpretrain's model-index alone, read without the hub."""
-    from importlib.metadata import distribution
-
-    from modelindex.load_model_index import load
-    root = distribution('mmpretrain').locate_file('mmpretrain')
-    index = load(str(root / '.mim' / 'model-index.yml'))
-    return {m.name.lower() for m in index.models}
-
-
 def test_list_models_lists_our_classifiers_only_once():
     """Our classifiers, registered once through mmpretrain's public
     register_model_index (mmpretrain's own methods left as they are); our
     DeiT baselines repeat mmpretrain's recipes under its names: they stay
     out of the hub (configs/cpvt/metafile_deit.yml, listed by
     model-index.yml for mim only), and mmpretrain's entries keep theirs."""
+    from importlib.metadata import distribution
+
     from mmpretrain import list_models
     from mmpretrain.apis.model import ModelHub
+    from modelindex.load_model_index import load
     models = _metafile_models()
     ours = {n for n, m in models.items()
             if m['Results'][0]['Task'] == TASK}
@@ -121,7 +114,10 @@ def test_list_models_lists_our_classifiers_only_once():
     assert len(cpvt) == 9 and cpvt <= set(list_models('*cpvt*'))
     assert set(list_models('cpvt', task=TASK)) == cpvt
 
-    clashes = set(_metafile_models()) & _mmpretrain_own_names()
+    # mmpretrain's model-index alone, read without the hub
+    root = distribution('mmpretrain').locate_file('mmpretrain')
+    theirs = load(str(root / '.mim' / 'model-index.yml')).models
+    clashes = set(_metafile_models()) & {m.name.lower() for m in theirs}
     assert clashes == {'deit-tiny_4xb256_in1k', 'deit-small_4xb256_in1k'}
     for name in clashes:
         meta = ModelHub._models_dict[name]

@@ -60,14 +60,10 @@ test_pipeline = [
                     'scale_factor')),
 ]
 loader = dict(batch_size=2, num_workers=0, persistent_workers=False)
-train_dataloader = dict(
-    **loader,
-    dataset=dict(data_root=data_root, metainfo=metainfo,
-                 pipeline=train_pipeline))
-val_dataloader = dict(
-    **loader,
-    dataset=dict(data_root=data_root, metainfo=metainfo,
-                 pipeline=test_pipeline))
+data = dict(data_root=data_root, metainfo=metainfo)
+train_dataloader = dict(**loader, dataset=dict(**data,
+                                               pipeline=train_pipeline))
+val_dataloader = dict(**loader, dataset=dict(**data, pipeline=test_pipeline))
 test_dataloader = val_dataloader
 val_evaluator = dict(ann_file=data_root + 'annotations/instances_val2017.json')
 test_evaluator = val_evaluator
@@ -108,14 +104,11 @@ test_pipeline = [
     dict(type='PackSegInputs'),
 ]
 loader = dict(num_workers=0, persistent_workers=False)
-train_dataloader = dict(
-    batch_size=2, **loader,
-    dataset=dict(data_root=data_root, metainfo=metainfo,
-                 pipeline=train_pipeline))
-val_dataloader = dict(
-    batch_size=1, **loader,
-    dataset=dict(data_root=data_root, metainfo=metainfo,
-                 pipeline=test_pipeline))
+data = dict(data_root=data_root, metainfo=metainfo)
+train_dataloader = dict(batch_size=2, **loader,
+                        dataset=dict(**data, pipeline=train_pipeline))
+val_dataloader = dict(batch_size=1, **loader,
+                      dataset=dict(**data, pipeline=test_pipeline))
 test_dataloader = val_dataloader
 
 train_cfg = dict(max_iters=6, val_interval=6)
@@ -138,6 +131,19 @@ def det_config(tmp_path, num_train, num_val, size):
     config = tmp_path / 'retinanet_tiny_test.py'
     config.write_text(DET_CONFIG.format(
         base=DET_BASE, data_root=data_root, classes=coco_classes(K), k=K))
+    return config
+
+
+def seg_config(tmp_path, num_train, num_val, size):
+    """A tiny ADE20K-layout set under ``tmp_path`` and a Semantic FPN config
+    of it (SEG_CONFIG); the config's path."""
+    from mmseg.datasets import ADE20KDataset
+    info = make_ade20k(str(tmp_path / 'ade'), num_train=num_train,
+                       num_val=num_val, size=size, num_classes=K, seed=0)
+    config = tmp_path / 'fpn_tiny_test.py'
+    config.write_text(SEG_CONFIG.format(
+        base=SEG_BASE, data_root=info['data_root'],
+        classes=ADE20KDataset.METAINFO['classes'][:K], k=K))
     return config
 
 
@@ -170,19 +176,10 @@ def test_retinanet_pvt_tiny_peg_train_test(tmp_path):
 
 @pytest.fixture(scope='module')
 def seg_run(tmp_path_factory):
-    """A tiny ADE20K-layout set, a Semantic FPN config of it (SEG_CONFIG)
-    and its uninterrupted 6-iteration run: ``(tmp dir, config, work dir)``.
-    """
+    """:func:`seg_config` and its uninterrupted 6-iteration run: ``(tmp
+    dir, config, work dir)``."""
     tmp = tmp_path_factory.mktemp('seg')
-    info = make_ade20k(str(tmp / 'ade'), num_train=6, num_val=3, size=96,
-                       num_classes=K, seed=0)
-    from mmseg.datasets import ADE20KDataset
-    classes = ADE20KDataset.METAINFO['classes'][:K]
-    config = tmp / 'fpn_tiny_test.py'
-    config.write_text(
-        SEG_CONFIG.format(
-            base=SEG_BASE, data_root=info['data_root'], classes=classes,
-            k=K))
+    config = seg_config(tmp, 6, 3, 96)
     work_dir = str(tmp / 'work_dir')
     proc = run_tool('tools/train.py', str(config), '--work-dir', work_dir)
     assert proc.returncode == 0, explain(proc)

@@ -13,10 +13,8 @@ from mmengine.config import Config
 from PIL import Image
 
 import mmcpvt.apis.resolution as evaluation
-from mmcpvt.datasets.synthetic.ade20k import make_ade20k
 from mmcpvt.datasets.synthetic.imagenet import make_imagenet
-from tests.test_tools.test_det_seg_e2e import (K, SEG_BASE, SEG_CONFIG,
-                                               det_config)
+from tests.test_tools.test_det_seg_e2e import det_config, seg_config
 from tests.utils import ROOT, explain, load_script, run_tool
 
 TOOL = 'tools/analysis_tools/eval_resolutions.py'
@@ -121,17 +119,6 @@ def test_cls_sweep_untrained_and_trained(tmp_path):
             if t['type'] == 'CenterCrop'] == [64]
 
 
-def seg_config(tmp_path):
-    from mmseg.datasets import ADE20KDataset
-    info = make_ade20k(str(tmp_path / 'ade'), num_train=1, num_val=2,
-                       size=64, num_classes=K, seed=0)
-    config = tmp_path / 'fpn_tiny.py'
-    config.write_text(SEG_CONFIG.format(
-        base=SEG_BASE, data_root=info['data_root'],
-        classes=ADE20KDataset.METAINFO['classes'][:K], k=K))
-    return config
-
-
 @pytest.mark.parametrize('task, sizes, says, metrics', [
     ('det', ('96', '128'), '96 px: Resize(scale=(144, 96), keep_ratio=True)',
      ('coco/bbox_mAP', 'coco/bbox_mAP_50')),
@@ -139,7 +126,7 @@ def seg_config(tmp_path):
      ('mIoU', ))])
 def test_dense_sweep(tmp_path, task, sizes, says, metrics):
     config = (det_config(tmp_path, 1, 4, 160) if task == 'det' else
-              seg_config(tmp_path))
+              seg_config(tmp_path, 1, 2, 64))
     out = str(tmp_path / 'sweep')
     proc = run_tool(TOOL, str(config), '--no-checkpoint', '--sizes', *sizes,
                     '--out-dir', out, timeout=TIMEOUT)

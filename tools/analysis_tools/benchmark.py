@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Callable
 
 import torch
+import yaml
 
 from mmcpvt.apis.cli import check_options, positive
 from mmcpvt.apis.measure import (MODELS, Settings, device_arg, header,
@@ -52,12 +53,6 @@ class Result:  # --json writes a list of them
     theirs_s: list[float]
     ratio: float  # ours / theirs throughput: median over ABBA blocks
     ci95: tuple[float, float]  # 95 % interval of that median
-
-
-def load_targets(path: str = TARGETS) -> list[dict]:
-    import yaml
-    with open(path) as f:
-        return yaml.safe_load(f)
 
 
 def median_interval(values, level=0.95):
@@ -100,7 +95,7 @@ def plan(args) -> list[Job]:
                         ratio=None)
                    for o, t in pairs for size in args.sizes or [224]]
     else:
-        targets = [t for t in load_targets(args.targets)
+        targets = [t for t in args.target_list
                    if not args.sizes or t['size'] in args.sizes]
     jobs = []
     for t in targets:
@@ -186,7 +181,9 @@ def parse_args(argv=None):
     args.runs += args.runs % 2
     if not (args.pairs or args.compile is not None
             or args.memory is not None):
-        for t in load_targets(args.targets):
+        with open(args.targets) as f:
+            args.target_list = yaml.safe_load(f)
+        for t in args.target_list:
             if not (set(t) == TARGET_KEYS and t['what'] in ('forward', 'train')
                     and {t['ours'], t['theirs']} <= set(MODELS)):
                 parser.error(f'argument --targets: {t} in {args.targets}; '

@@ -156,7 +156,10 @@ def test_model_forward_optimizer_and_pvt_setting(path):
         assert decay[id(params[stage + 'attn.qkv.weight'])] == 0.05
 
 
-def test_entry_point_is_pvt_tiny_peg_1x():
+def test_entry_point_and_the_demo_detection_config():
+    """The entry point is RetinaNet PVT-T+PEG 1x; `make demo`'s config
+    inherits it and changes only data, classes, scale, schedule and the
+    ImageNet checkpoint."""
     entry = load_config(osp.join(ROOT, 'configs', ENTRY))
     full = load_config(
         osp.join(ROOT, 'configs', 'pvt_peg',
@@ -165,15 +168,8 @@ def test_entry_point_is_pvt_tiny_peg_1x():
     assert entry.model.backbone.type == 'mmcpvt.PVTPEG'
     assert entry.model.backbone.arch == 'tiny'
     assert entry.data_root == 'data/coco/'
-
-
-def test_demo_detection_config():
-    """`make demo`'s config inherits the user's entry config and changes
-    only data, classes, scale, schedule and the ImageNet checkpoint."""
-    path = osp.join(ROOT, 'configs', 'demo',
-                    'retinanet_pvt-t-peg_demo_coco.py')
-    cfg = _load(path)
-    entry = load_config(osp.join(ROOT, 'configs', ENTRY))
+    cfg = _load(osp.join(ROOT, 'configs', 'demo',
+                         'retinanet_pvt-t-peg_demo_coco.py'))
     assert cfg.model.backbone.type == entry.model.backbone.type
     assert cfg.model.backbone.init_cfg is None
     assert cfg.model.bbox_head.num_classes == len(cfg.classes)

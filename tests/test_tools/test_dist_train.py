@@ -17,6 +17,7 @@ import os.path as osp
 import pickle
 import re
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -193,18 +194,21 @@ def test_dist_train_on_cpu_matches_one_process(runs):
 def test_dist_test_on_cpu_matches_one_process(runs, tmp_path):
     """Two processes predict what one process of tools/test.py predicts,
     in the data set's order: the results gathered from the ranks are put
-    back in order."""
+    back in order. Beside a training of their work dir (this process stands
+    for it), they leave its lock alone."""
     config, ckpt = runs['config'], osp.join(runs['two'], 'epoch_2.pth')
-    preds = {}
+    preds, me = {}, f'{socket.gethostname()} {os.getpid()}'
     for n in (1, 2):
-        out = str(tmp_path / f'preds{n}.pkl')
-        args = [config, ckpt, '--work-dir', str(tmp_path / f'test{n}'),
-                '--out', out]
+        out, work_dir = str(tmp_path / f'preds{n}.pkl'), tmp_path / f'test{n}'
+        work_dir.mkdir()
+        (work_dir / '.train.lock').write_text(me)
+        args = [config, ckpt, '--work-dir', str(work_dir), '--out', out]
         proc = (run_tool('tools/test.py', *args) if n == 1 else
                 _bash('tools/dist_test.sh', *args[:2], '2', *args[2:],
                       env=_env(PORT=str(free_port()))))
         assert proc.returncode == 0, explain(proc)
         assert re.search(r'accuracy/top1: [\d.]+', proc.stdout), explain(proc)
+        assert (work_dir / '.train.lock').read_text() == me
         with open(out, 'rb') as f:
             preds[n] = pickle.load(f)
     assert len(preds[2]) == NUM_CLASSES * 3

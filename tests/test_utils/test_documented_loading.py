@@ -52,22 +52,12 @@ def test_the_docs_hold_every_snippet():
     assert sorted(SNIPPETS) == sorted(NAMES)
 
 
-def _weights_arg(snippet):
-    """The path the snippet loads (its ``weights=`` or ``pretrained=``)."""
-    return re.search(r"(?:weights|pretrained)='([^']*)'", snippet).group(1)
-
-
-def _config_of(name, snippet):
-    if name == 'get_model':  # by its model-index name
-        return 'configs/cpvt/cpvt-tiny_4xb256_in1k.py'
-    return re.search(r"model='([^']*)'", snippet).group(1)
-
-
 def _as_run(snippet, weights, image, out_dir, protected=True):
     """The snippet with the weights, the image and the output folder
     replaced; without its TORCH_FORCE_WEIGHTS_ONLY_LOAD line unless
     ``protected``."""
-    code = snippet.replace(f"'{_weights_arg(snippet)}'", repr(weights))
+    loaded = re.search(r"(?:weights|pretrained)=('[^']*')", snippet)[1]
+    code = snippet.replace(loaded, repr(weights))
     code = code.replace("'demo.jpg'", repr(image))
     code = code.replace("'outputs'", repr(out_dir))
     if not protected:
@@ -133,7 +123,9 @@ def test_documented_snippet_refuses_a_served_malicious_pickle(
     payload does not run."""
     base, root, image = served
     snippet = SNIPPETS[name]
-    _good_checkpoint(_config_of(name, snippet), root / f'good_{name}.pth')
+    config = ('configs/cpvt/cpvt-tiny_4xb256_in1k.py' if name == 'get_model'
+              else re.search(r"model='([^']*)'", snippet).group(1))
+    _good_checkpoint(config, root / f'good_{name}.pth')
     out = str(tmp_path / 'outputs')
     code = (_as_run(snippet, f'{base}/good_{name}.pth', image, out) +
             '\nprint("GOOD CHECKPOINT RAN")\n' +

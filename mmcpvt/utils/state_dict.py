@@ -183,16 +183,13 @@ def check_state_dict_fits(expected: Mapping, offered: Mapping,
                           prefix: str = '', why: str = '',
                           partial: bool = True) -> KeyMatch:
     """Raise :class:`CheckpointMismatchError` unless at least
-    ``min_fraction`` of the ``expected`` tensors (a state dict) are in
-    ``offered`` with their shapes; unless ``partial`` (a checkpoint of this
-    very architecture), also if ``offered`` has tensors ``expected`` lacks,
-    tensors of another shape, or lacks whole blocks beside blocks it has
-    (another depth). Return the :class:`KeyMatch`.
-
-    ``owner`` names the model in the message, ``prefix`` is put before its
-    keys there (``'backbone.'`` for a backbone loaded as part of a
-    detector), ``why`` says why the rule is what it is.
-    """
+    ``min_fraction`` of the ``expected`` tensors are in ``offered`` with
+    their shapes; unless ``partial``, also if ``offered`` is not of this
+    very architecture (tensors ``expected`` lacks, tensors of another shape,
+    whole blocks missing beside blocks it has). ``owner`` names the model in
+    the message, ``prefix`` goes before its keys there (``'backbone.'`` for
+    a backbone of a detector), ``why`` says why the rule is what it is.
+    Returns the :class:`KeyMatch`."""
     match = KeyMatch(expected, offered)
     enough = len(match.matched) >= min_fraction * match.total
     if enough and (partial or not (match.unexpected or match.wrong_shape

@@ -89,6 +89,9 @@ def main(argv=None):
     try:
         model, backbone, cfg = instruments.load(
             args.config, args.checkpoint, args.device, args.cfg_options)
+    except instruments.USAGE_ERRORS as e:
+        parser.error(str(e))
+    try:  # a RuntimeError from here on is ours, not the user's: no catch
         block = resolve_block(backbone, args.block)
         batch, rgb = image_from_file(cfg, model, args.image)
         maps = attention_maps(backbone, batch, block)
@@ -98,7 +101,7 @@ def main(argv=None):
                                  if maps.kind != 'window' else [])
         for q in queries:
             maps.query_index(q)  # checks the range
-    except instruments.USAGE_ERRORS as e:
+    except ValueError as e:
         parser.error(str(e))
     image_name = osp.splitext(osp.basename(args.image))[0]
     stem = osp.join(args.out_dir,

@@ -141,6 +141,16 @@ def _sample(items, n: int = 3) -> str:
     return ', '.join(items[:n]) + (', ...' if len(items) > n else '')
 
 
+def unwrap(checkpoint) -> dict:
+    """The state dict inside an official, timm or mmengine checkpoint
+    (``{'model': ...}`` in the DeiT / Swin / Twins releases)."""
+    for key in ('state_dict', 'model', 'model_ema', 'module'):
+        if isinstance(checkpoint, dict) and isinstance(
+                checkpoint.get(key), dict):
+            return checkpoint[key]
+    return checkpoint
+
+
 def _pickle_globals(filename: str, is_zip: bool) -> Tuple[List[str], bool]:
     """The ``module.name`` globals the checkpoint's pickles refer to, read
     as opcodes (nothing is run), and whether every pickle is complete.
@@ -256,9 +266,8 @@ def _held(obj) -> str:
 
 def state_dict_of(checkpoint, path: str) -> dict:
     """The state dict in ``checkpoint`` (read from ``path``; see
-    :func:`mmcpvt.utils.convert.unwrap`), or a :class:`CheckpointError`
+    :func:`unwrap`), or a :class:`CheckpointError`
     naming the file, what it holds and what is expected."""
-    from .convert import unwrap
     state = unwrap(checkpoint)
     if isinstance(state, dict) and state and all(
             isinstance(v, torch.Tensor) for v in state.values()):

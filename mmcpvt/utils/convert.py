@@ -105,16 +105,6 @@ def detect_family(state_dict) -> str:
     return 'unknown'
 
 
-def unwrap(checkpoint) -> dict:
-    """The state dict inside an official, timm or mmengine checkpoint
-    (``{'model': ...}`` in the DeiT / Swin / Twins releases)."""
-    for key in ('state_dict', 'model', 'model_ema', 'module'):
-        if isinstance(checkpoint, dict) and isinstance(
-                checkpoint.get(key), dict):
-            return checkpoint[key]
-    return checkpoint
-
-
 def _groups(keys) -> str:
     """'blocks (30), pos_block (4)': keys counted by their first name."""
     count = Counter(k.split('.')[0] for k in keys)

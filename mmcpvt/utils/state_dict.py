@@ -16,8 +16,8 @@ import torch.nn as nn
 from mmengine.runner import CheckpointLoader
 
 from .checkpoint import (CheckpointError, CheckpointMismatchError, _sample,
-                         check_checkpoint, weights_only_loads)
-from .convert import BACKBONES, TOOLS, _groups, detect_family, unwrap
+                         check_checkpoint, unwrap, weights_only_loads)
+from .convert import BACKBONES, TOOLS, _groups, detect_family
 
 
 def _shape(value):

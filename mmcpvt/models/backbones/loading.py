@@ -12,7 +12,8 @@ from mmengine.model.weight_init import (constant_init, normal_init,
                                         trunc_normal_, trunc_normal_init)
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from mmcpvt.utils.convert import CONVERTERS, detect_family, unwrap
+from mmcpvt.utils.checkpoint import unwrap
+from mmcpvt.utils.convert import CONVERTERS, detect_family
 from mmcpvt.utils.state_dict import check_state_dict_fits, load_checkpoint
 
 # Parameters initialised like a Linear weight (truncated normal, std .02).

@@ -3,11 +3,11 @@
 mmengine loads ``http(s)://`` checkpoints through
 ``torch.hub.load_state_dict_from_url``, which turns ``weights_only`` off.
 A pickle whose ``__reduce__`` calls ``os.system`` is served over http on
-127.0.0.1 and given to every entry point: ``tools/train.py --resume``,
-``tools/test.py``, mmpretrain's own ``tools/train.py`` on one of our
-configs with ``load_from`` (our ``WeightsOnlyLoadHook`` is named by the
-config, which ours runs too), the ONNX export and an analysis tool (a
-backbone's ``init_cfg``: test_checkpoint_safety.py). Each must fail and
+127.0.0.1 and given to every entry point: ``tools/train.py``
+(``load_from``, ``--resume``), ``tools/test.py``, mmpretrain's own
+``tools/train.py`` on one of our configs with ``load_from`` (our
+``WeightsOnlyLoadHook`` is named by the config), the ONNX export and an
+analysis tool (a backbone's ``init_cfg``: test_checkpoint_safety.py). Each must fail and
 leave the payload unrun. Every process downloads into its own
 ``TORCH_HOME``: nothing is cached between paths.
 """
@@ -46,6 +46,9 @@ def _run(tmp_path, *args):
 
 
 ENTRY_POINTS = {
+    'train.py load_from': lambda url, cfg, w: [
+        'tools/train.py', cfg, '--work-dir', w, '--cfg-options',
+        f'load_from={url}'],
     'train.py --resume': lambda url, cfg, w: [
         'tools/train.py', cfg, '--work-dir', w, '--resume', url],
     'test.py': lambda url, cfg, w: [

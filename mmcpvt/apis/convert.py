@@ -8,8 +8,9 @@ import os.path as osp
 
 import torch
 
-from mmcpvt.utils.checkpoint import (BrokenCheckpointError, atomic_write,
-                                     safe_load, state_dict_of)
+from mmcpvt.utils.atomic import atomic_write
+from mmcpvt.utils.checkpoint import (BrokenCheckpointError, safe_load,
+                                     state_dict_of)
 from mmcpvt.utils.convert import CONVERTERS
 from mmcpvt.utils.path import check_output
 

@@ -149,7 +149,7 @@ class WorkDirLockHook(Hook):
     from another host is refused, as its process cannot be checked. Holding
     the lock, a run removes the temporary files that a save killed midway
     left in the work dir (``.epoch_3.pth.<random>.tmp``,
-    :func:`mmcpvt.utils.checkpoint.atomic_write`). Only rank 0 locks.
+    :func:`mmcpvt.utils.atomic.atomic_write`). Only rank 0 locks.
     """
 
     NAME = '.train.lock'

@@ -28,8 +28,8 @@ from mmengine.runner import load_checkpoint, save_checkpoint
 import mmcpvt  # noqa: F401  (allow-list, atomic backend)
 from mmcpvt.engine import WeightsOnlyLoadHook
 from mmcpvt.registry import MODELS
-from mmcpvt.utils.checkpoint import (AtomicLocalBackend,
-                                     BrokenCheckpointError,
+from mmcpvt.utils.atomic import AtomicLocalBackend
+from mmcpvt.utils.checkpoint import (BrokenCheckpointError,
                                      CheckpointDownloadError,
                                      CheckpointMismatchError,
                                      UnsafeCheckpointError, check_checkpoint)

@@ -19,7 +19,8 @@ import torch
 
 from mmcpvt.apis import cli
 from mmcpvt.apis.convert import load_checkpoint
-from mmcpvt.utils.checkpoint import atomic_write, state_dict_of
+from mmcpvt.utils.atomic import atomic_write
+from mmcpvt.utils.checkpoint import state_dict_of
 from mmcpvt.utils.path import check_output
 
 cli.setup()

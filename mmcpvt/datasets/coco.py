@@ -15,6 +15,7 @@ from mmengine.logging import print_log
 
 from mmcpvt.datasets.transforms import refuse
 from mmcpvt.registry import register_dataset
+from mmcpvt.utils.text import some
 
 # The keys mmdet reads of the items of each list of a COCO file.
 KEYS = {
@@ -36,12 +37,6 @@ REASONS = {
 }
 
 
-def _some(items, n: int = 5) -> str:
-    items = list(items)
-    more = f' and {len(items) - n} more' if len(items) > n else ''
-    return ', '.join(map(str, items[:n])) + more
-
-
 def check_layout(data: dict, name: str):
     """Refuse a COCO file whose lists or items lack what mmdet reads, or
     whose images share an id."""
@@ -59,7 +54,7 @@ def check_layout(data: dict, name: str):
                 first if isinstance(first, dict) else ()))
             raise refuse(
                 name, f'{len(bad)} of the {len(items)} {key} lack keys that '
-                f'mmdet reads ({key} #{_some(bad)}; the first lacks '
+                f'mmdet reads ({key} #{some(bad, 5)}; the first lacks '
                 f'{missing}: {str(first)[:200]})', LAYOUT)
     if not data['images']:
         raise refuse(name, "'images' is empty: there is nothing to train or "
@@ -72,7 +67,7 @@ def check_layout(data: dict, name: str):
         ann = annotations[bad[0]]
         raise refuse(
             name, f'{len(bad)} annotations have a bbox that is not 4 numbers '
-            f'[x, y, w, h] (annotations #{_some(bad)}; the first, id '
+            f'[x, y, w, h] (annotations #{some(bad, 5)}; the first, id '
             f"{ann['id']}: bbox={ann['bbox']!r})", LAYOUT)
     first_of_id = {}
     for img in data['images']:
@@ -159,9 +154,9 @@ class CheckedCocoDataset(CocoDataset):
         missing = [c for c in classes if c not in names]
         if missing:
             raise refuse(
-                self.ann_file, f'metainfo classes {_some(missing, 10)} are '
+                self.ann_file, f'metainfo classes {some(missing, 10)} are '
                 f'not categories of the file (its {len(names)} categories: '
-                f'{_some(names, 20)}): mmdet would skip them and number the '
+                f'{some(names, 20)}): mmdet would skip them and number the '
                 'other classes from 0, so that labels and class names no '
                 'longer match', 'Set metainfo=dict(classes=(...)) of the '
                 "config's dataset to category names of the file.")
@@ -183,9 +178,10 @@ class CheckedCocoDataset(CocoDataset):
         for key in [k for k in REASONS if dropped[k]]:
             anns = dropped[key]
             cats = sorted({a['category_id'] for a in anns})
-            cats = f'category_id {_some(cats)}; ' if key == 'category' else ''
+            cats = (f'category_id {some(cats, 5)}; ' if key == 'category'
+                    else '')
             reasons.append(f'{len(anns)} {REASONS[key]} ({cats}annotation '
-                           f"ids {_some(a['id'] for a in anns)})")
+                           f"ids {some((a['id'] for a in anns), 5)})")
         if reasons:
             print_log(
                 f'{self.ann_file}: {sum(len(dropped[k]) for k in REASONS)} of '

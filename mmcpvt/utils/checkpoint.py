@@ -23,6 +23,8 @@ from typing import List, Optional, Tuple
 import numpy as np
 import torch
 
+from .text import some
+
 # ------------------------------------------------------------- errors
 
 
@@ -132,12 +134,6 @@ _TAKEN = ('torch.', 'collections.OrderedDict', '_codecs.encode', 'numpy.',
 _LEGACY_PICKLES = 5
 
 
-def _sample(items, n: int = 3) -> str:
-    """The first ``n`` of ``items``, for a message: 'a, b, c, ...'."""
-    items = list(items)
-    return ', '.join(items[:n]) + (', ...' if len(items) > n else '')
-
-
 def unwrap(checkpoint) -> dict:
     """The state dict inside an official, timm or mmengine checkpoint
     (``{'model': ...}`` in the DeiT / Swin / Twins releases)."""
@@ -201,7 +197,7 @@ def _diagnose(filename: str, error: Exception) -> CheckpointError:
     elif is_zip and not any(n.endswith('data.pkl') for n in members):
         return BrokenCheckpointError(
             f'{filename}: not a checkpoint: a zip archive that is not a torch '
-            f'file (members: {_sample(members)}). Check the path.',
+            f'file (members: {some(members)}). Check the path.',
             'not a checkpoint')
     else:
         names, complete = _pickle_globals(filename, is_zip)
@@ -255,7 +251,7 @@ def _held(obj) -> str:
     if isinstance(obj, dict):
         odd = [f'{k!r} ({type(v).__name__})' for k, v in obj.items()
                if not isinstance(v, torch.Tensor)]
-        return (f'a dict with entries that are not tensors: {_sample(odd)}'
+        return (f'a dict with entries that are not tensors: {some(odd)}'
                 if obj else 'an empty dict')
     size = f' of {len(obj)} items' if isinstance(obj, (list, tuple)) else ''
     return f'a {type(obj).__name__}{size}'

@@ -14,7 +14,8 @@ from typing import Callable, Dict, Tuple
 import torch
 from mmengine.utils import track_iter_progress
 
-from .checkpoint import _sample
+from .text import some
+
 
 # A key that only each family's checkpoints have.
 SIGNATURES = {
@@ -93,7 +94,7 @@ class ConversionReport:
         for key, why in self.dropped.items():
             reasons[why].append(key)
         for why, keys in reasons.items():
-            lines.append(f'  dropped {len(keys)} ({why}): {_sample(keys, 4)}')
+            lines.append(f'  dropped {len(keys)} ({why}): {some(keys, 4)}')
         return '\n'.join(lines)
 
 
@@ -137,7 +138,7 @@ def _check(state_dict, family: str):
     else:
         return
     raise ValueError(f'{problem}; the file has {len(state_dict)} tensors: '
-                     f'{_groups(state_dict)} (e.g. {_sample(state_dict)})')
+                     f'{_groups(state_dict)} (e.g. {some(state_dict)})')
 
 
 def _rename(key: str, rules: list):

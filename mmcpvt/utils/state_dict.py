@@ -15,9 +15,10 @@ from typing import List, Mapping, Optional, Tuple
 import torch.nn as nn
 from mmengine.runner import CheckpointLoader
 
-from .checkpoint import (CheckpointError, CheckpointMismatchError, _sample,
+from .checkpoint import (CheckpointError, CheckpointMismatchError,
                          check_checkpoint, unwrap, weights_only_loads)
 from .convert import BACKBONES, TOOLS, _groups, detect_family
+from .text import some
 
 
 def _shape(value):
@@ -95,7 +96,7 @@ class KeyMatch:
         if self.missing:
             lines.append(f'missing {len(self.missing)}: '
                          f'{_groups(self.missing)} (e.g. '
-                         f'{_sample(prefix + k for k in self.missing)})')
+                         f'{some(prefix + k for k in self.missing)})')
         if self.wrong_shape:
             shown = ', '.join(
                 f'{prefix}{k}: checkpoint {self.offered[k]}, model '
@@ -106,7 +107,7 @@ class KeyMatch:
         if self.unexpected:
             lines.append(f'in the checkpoint, not in the model '
                          f'{len(self.unexpected)} (e.g. '
-                         f'{_sample(prefix + k for k in self.unexpected)})')
+                         f'{some(prefix + k for k in self.unexpected)})')
         return '\n'.join('  ' + line for line in lines)
 
     def unfit_line(self) -> str:
@@ -114,7 +115,7 @@ class KeyMatch:
         model lacks, those of another shape and those the checkpoint lacks,
         named."""
         return '; '.join(
-            f'{len(keys)} {what} ({_sample(keys, 8)})' for what, keys in (
+            f'{len(keys)} {what} ({some(keys, 8)})' for what, keys in (
                 ('in the checkpoint, not in the model', self.unexpected),
                 ('of another shape', self.wrong_shape),
                 ('not in the checkpoint, left at their initialisation',
@@ -144,7 +145,7 @@ class KeyMatch:
                          f'checkpoint, which is for {BACKBONES[family]} '
                          f'({TOOLS[family]} converts it)')
         if self.missing_blocks or self.extra_blocks:
-            has = [f'{what} {_sample(blocks, 4)} that the {other} lacks'
+            has = [f'{what} {some(blocks, 4)} that the {other} lacks'
                    for what, blocks, other in (
                        ('the checkpoint has', self.extra_blocks, 'model'),
                        ('the model has', self.missing_blocks, 'checkpoint'))
@@ -229,7 +230,7 @@ def _prefix_not_found(model, keys, prefix) -> CheckpointMismatchError:
         hint = '; or '.join(match.likely_causes()) or USUAL_CAUSES
     return CheckpointMismatchError(
         f'no key of the checkpoint starts with prefix={prefix!r} (it has '
-        f'{len(keys)} tensors, e.g. {_sample(keys)}). Likely: {hint}. Change '
+        f'{len(keys)} tensors, e.g. {some(keys)}). Likely: {hint}. Change '
         f'model.backbone.init_cfg.prefix.')
 
 

@@ -20,6 +20,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from PIL import Image
 
 from mmcpvt.utils.path import check_output_dir
+from mmcpvt.utils.text import some
 from . import shapes
 
 # A limit of an argument: (test of a value, what is allowed)
@@ -37,11 +38,6 @@ def between(low: float, high: float, note: str = '') -> Limit:
 # checked in every generator that has the argument
 SHARED_LIMITS = dict(seed=at_least(0), canvas_scale=between(
     1, 8, ' (the image side over --size; objects keep their size)'))
-
-
-def _some(paths: List[str], shown: int = 10) -> str:
-    more = f' (and {len(paths) - shown} more)' if len(paths) > shown else ''
-    return ', '.join(paths[:shown]) + more
 
 
 def progress_bar(total: int, enabled: bool, title: str) -> Callable:
@@ -129,7 +125,7 @@ class Generator:
         if info is None:
             raise FileExistsError(
                 f'{out_dir} is not empty ({len(present)} files: '
-                f'{_some(present)}) and was not made by {tool} (it has no '
+                f'{some(present, 10)}) and was not made by {tool} (it has no '
                 f'{marker}): refusing to delete anything in it. Choose '
                 f'another --out: --overwrite only replaces a set that {tool} '
                 f'made.')
@@ -146,7 +142,7 @@ class Generator:
             again = '--overwrite' if complete else 'A new run'
             raise FileExistsError(
                 f'{out_dir} holds {len(foreign)} files that {tool} did not '
-                f'write: {_some(foreign)}; nothing is deleted. {again} '
+                f'write: {some(foreign, 10)}; nothing is deleted. {again} '
                 f'replaces only what {tool} wrote: move those files out, or '
                 f'choose another --out.')
         # the marker last: its list stays until the files are gone

@@ -2,9 +2,12 @@
 # `make reproduce` the digit-canvas reproduction (docs/reproduction.md),
 # `make reproduce-controls` its controls of the PEG (taking back the runs of
 # `make reproduce` where they exist).
-# Every target does its own set-up and is idempotent.
+# Every target does its own set-up and is idempotent. The suite on the GPU
+# machines' torch and Python, in a second environment:
+#   make test VENV=.venv-torch2.11 PYTHON=python3.12 TORCH_REQS=requirements/torch-2.11.txt
 PYTHON ?= python3
-VENV := .venv
+VENV ?= .venv
+TORCH_REQS ?= requirements/torch.txt
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.mmcpvt-installed
 REQS := setup.py $(wildcard requirements/*.txt) tools/install/build_mmcv.sh
@@ -17,7 +20,7 @@ $(STAMP): $(REQS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	@echo "[install] torch + torchvision (several GB on the first install)"
-	$(PY) -m pip install --quiet -r requirements/torch.txt -r requirements/build.txt
+	$(PY) -m pip install --quiet -r $(TORCH_REQS) -r requirements/build.txt
 	tools/install/build_mmcv.sh $(PY)
 	@echo "[install] OpenMMLab stack, mim and test tools (tested versions: requirements/constraints.txt)"
 	$(PY) -m pip install --quiet -c requirements/constraints.txt \

@@ -36,15 +36,20 @@ MMCV_VERSION=2.1.0
 # GPUs compile at load time); CUDA 13 compiles nothing older than 7.5.
 DEFAULT_ARCHS="8.0;8.6;8.9;9.0;10.0;12.0+PTX"
 # torch's version, the Python tag, torch's CUDA (none), a GPU seen (1/0), its
-# architecture (-), the installed mmcv's build (cpu, cu<version>, or - for none
-# or another) and the include folders of torch's nvidia wheel packages (-).
+# architecture (-), the installed mmcv's build (cpu, cu<torch's CUDA>, or - for
+# none or another) and the include folders of torch's nvidia wheel packages
+# (-). The build is read off the compiled ops' file (a CUDA build links the
+# CUDA runtime), not asked of mmcv: its get_compiling_cuda_version() ended
+# the process with a segmentation fault in the one build tried on a GPU
+# machine (docs/get_started.md).
 facts=$("$PY" -c "
-import glob, os, sys, torch
+import glob, importlib.util, os, sys, torch
 try:
-    import mmcv, mmcv.ops
-    v = mmcv.ops.get_compiling_cuda_version()
-    built = ('-' if mmcv.__version__ != '$MMCV_VERSION' else
-             'cpu' if v == 'not available' else 'cu' + v.replace('.', ''))
+    import mmcv
+    with open(importlib.util.find_spec('mmcv._ext').origin, 'rb') as f:
+        cuda = b'libcudart' in f.read()
+    built = ('-' if mmcv.__version__ != '$MMCV_VERSION' else 'cu' +
+             torch.version.cuda.replace('.', '') if cuda else 'cpu')
 except Exception:
     built = '-'
 gpu = torch.cuda.is_available()

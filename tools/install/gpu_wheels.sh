@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# The wheels that tools/analysis_tools/train_step.py needs on a machine
-# with torch and timm but no OpenMMLab package and no network (the lent GPU
-# machines): mmengine, mmcv 2.1.0 without ops (mmcv-lite: pure Python, built
-# here from the sdist with MMCV_WITH_OPS=0 in seconds), mmcpvt itself, and the
-# pure-Python packages of theirs that such a machine lacks (addict, termcolor,
-# yapf, platformdirs). numpy, pyyaml, rich, matplotlib, opencv, packaging and
-# Pillow are there; mmpretrain, mmdet and mmseg are not needed. About 2 MiB.
+# The carried set: what a lent GPU machine (torch, timm and the packages of
+# tools/install/gpu_packages.txt, no OpenMMLab package, no network) lacks to
+# train our configs, gathered into one folder for tools/install/gpu_check.py:
+# - wheels of mmengine, mmdet, mmsegmentation, mmpretrain (the tested
+#   versions, requirements/constraints.txt) and of every package of theirs
+#   that the machine's list lacks, for its Python; pip resolves the
+#   dependencies for that Python and platform (manylinux up to glibc 2.28),
+#   and a package on the list is left out whatever its version;
+# - setuptools < 81 (mmcv 2.1.0's build imports pkg_resources), always;
+# - mmcv 2.1.0's sdist (the check compiles it there with build_mmcv.sh);
+# - mmcpvt's own wheel, built from this clone (tracked and untracked files
+#   that git does not ignore).
+# It lists what it gathered, with the total size, and fails above 60 MiB
+# (what the device tool carries is 64 MiB in all).
 #
 # usage: tools/install/gpu_wheels.sh [PYTHON_VERSION [DIR]]
 #   PYTHON_VERSION: the target's Python (default 3.12); DIR default .whl
-#   (ignored by git: `echo /.whl/ >> .git/info/exclude`).
+#   (ignored by git: `echo /.whl/ >> .git/info/exclude`); emptied first.
 set -euo pipefail
 case "${1:-}" in  # the header above, not a download
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -20,23 +27,67 @@ esac
 PYV=${1:-3.12}
 DIR=${2:-.whl}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-PY=${PY:-$ROOT/.venv/bin/python}  # a Python with pip, setuptools and torch
+PY=${PY:-$ROOT/.venv/bin/python}  # a Python with pip >= 22.2 and setuptools
+PY=$(cd "$(dirname "$(command -v "$PY")")" && pwd)/$(basename "$PY")
+MAX_MIB=60
+rm -rf "$DIR"
 mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 
-# the tested versions (requirements/constraints.txt, the CPU install)
-"$PY" -m pip download --quiet --no-deps --only-binary=:all: \
-    --python-version "$PYV" --implementation cp --platform any -d "$DIR" \
-    mmengine==0.10.7 addict==2.4.0 termcolor==3.3.0 yapf==0.43.0 \
-    platformdirs==4.14.8
+# The closure, resolved for the target and written as a report, not installed.
+target=(--only-binary=:all: --python-version "$PYV" --implementation cp)
+for glibc in 2_28 2_27 2_24 2_17; do  # pip takes no older tag by itself
+    target+=(--platform "manylinux_${glibc}_x86_64")
+done
+"$PY" -m pip install --quiet --dry-run --ignore-installed "${target[@]}" \
+    --target "$tmp/none" --report "$tmp/report.json" \
+    -c "$ROOT/requirements/constraints.txt" mmengine mmdet mmsegmentation \
+    mmpretrain -r "$ROOT/requirements/openmmlab.txt" 'setuptools<81' \
+    2>"$tmp/log" || { grep -v '^WARNING: Location' "$tmp/log" >&2; exit 1; }
+# The URLs of the wheels the machine lacks; the names it has, to stdout.
+"$PY" - "$tmp/report.json" "$ROOT/tools/install/gpu_packages.txt" \
+    >"$tmp/urls" <<'EOF'
+import json, re, sys
+def norm(name):
+    return re.sub(r'[-_.]+', '-', name).lower()
+with open(sys.argv[2]) as f:
+    there = {norm(line.split('#')[0].strip()) for line in f} - {''}
+# mmengine asks for opencv-python; the machine's opencv-python-headless is
+# the same cv2 without GUI (70 MB less to carry)
+if 'opencv-python-headless' in there:
+    there.add('opencv-python')
+there.discard('setuptools')  # carried whatever version is there
+left = []
+for item in json.load(open(sys.argv[1]))['install']:
+    meta = item['metadata']
+    if norm(meta['name']) in there:
+        left.append(f"{meta['name']} {meta['version']}")
+    else:
+        print(item['download_info']['url'])
+print('[carry] on the machine already (its list):', ', '.join(sorted(
+    left, key=str.lower)), file=sys.stderr)
+EOF
+# The index's URLs: download them as pip would (its cache and settings).
+xargs "$PY" -m pip download --quiet --no-deps "${target[@]}" -d "$DIR" \
+    <"$tmp/urls"
 
-build=$(mktemp -d)
-trap 'rm -rf "$build"' EXIT
-"$PY" -m pip download --quiet --no-deps --no-binary :all: --no-build-isolation \
-    -d "$build" mmcv==2.1.0
-tar -xzf "$build/mmcv-2.1.0.tar.gz" -C "$build"
-( cd "$build" && MMCV_WITH_OPS=0 "$PY" -m pip wheel --quiet --no-deps \
-    --no-build-isolation -w "$DIR" ./mmcv-2.1.0 ) >"$build/log" 2>&1 ||
-    { tail -n 30 "$build/log" >&2; exit 1; }
-ls -l "$DIR"
-du -sh "$DIR"
+"$PY" -m pip download --quiet --no-deps --no-binary :all: \
+    --no-build-isolation -d "$DIR" mmcv==2.1.0
+
+# mmcpvt from a copy of the clone: setup.py writes mmcpvt/.mim into the tree
+# it builds.
+mkdir "$tmp/src"
+(cd "$ROOT" && git ls-files -z -co --exclude-standard |
+    tar --null -T - -cf - | tar -xf - -C "$tmp/src")
+(cd "$tmp/src" && "$PY" -m pip wheel --quiet --no-deps --no-build-isolation \
+    -w "$DIR" .) >"$tmp/log" 2>&1 || { tail -n 30 "$tmp/log" >&2; exit 1; }
+
+ls -l "$DIR" | tail -n +2 | awk '{printf "%9d  %s\n", $5, $9}'
+bytes=$(du -cb "$DIR"/* | tail -n 1 | cut -f1)
+echo "[carry] $(ls "$DIR" | wc -l) files, $((bytes / 1048576)).$((bytes % 1048576 * 10 / 1048576)) MiB in $DIR (Python $PYV)"
+if [ "$bytes" -gt $((MAX_MIB * 1048576)) ]; then
+    echo "[carry] more than $MAX_MIB MiB: the device tool carries 64 MiB in all" >&2
+    exit 1
+fi

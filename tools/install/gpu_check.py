@@ -141,14 +141,15 @@ randomness = dict(seed=0)
 # mmcv op on the device (as mmcpvt.CudaOpsHook runs one).
 IMPORTS = """\
 import importlib, os, sys, torch
+from importlib import metadata
 site, found = os.path.realpath(sys.argv[1]), []
 for name in ('mmengine', 'mmcv', 'mmdet', 'mmseg', 'mmpretrain', 'mmcpvt',
              'pycocotools', 'shapely', 'ftfy'):
     m = importlib.import_module(name)
     where = os.path.realpath(m.__file__)
-    print(name, getattr(m, '__version__', '-'), where)
-    found.append(f"{name} {getattr(m, '__version__', '-')}" +
-                 ' (carried)' * where.startswith(site))
+    version = getattr(m, '__version__', None) or metadata.version(name)
+    print(name, version, where)
+    found.append(f'{name} {version}' + ' (carried)' * where.startswith(site))
 import mmcv.ops
 boxes = torch.tensor([[0., 0., 1., 1.]], device=sys.argv[2])
 keep = mmcv.ops.nms(boxes, boxes.new_ones(1), .5)[1].tolist()

@@ -86,7 +86,7 @@ mkdir "$tmp/src"
 
 ls -l "$DIR" | tail -n +2 | awk '{printf "%9d  %s\n", $5, $9}'
 bytes=$(du -cb "$DIR"/* | tail -n 1 | cut -f1)
-echo "[carry] $(ls "$DIR" | wc -l) files, $((bytes / 1048576)).$((bytes % 1048576 * 10 / 1048576)) MiB in $DIR (Python $PYV)"
+echo "[carry] $(ls "$DIR" | wc -l) files, $(awk "BEGIN {printf \"%.1f\", $bytes / 1048576}") MiB in $DIR (Python $PYV)"
 if [ "$bytes" -gt $((MAX_MIB * 1048576)) ]; then
     echo "[carry] more than $MAX_MIB MiB: the device tool carries 64 MiB in all" >&2
     exit 1

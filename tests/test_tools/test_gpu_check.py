@@ -113,6 +113,12 @@ def test_a_failed_step_leaves_its_stacks_and_stops_no_other(
     ]
     monkeypatch.setattr(check, 'steps', lambda *a: steps)
     (tmp_path / 'carried').mkdir()
+    with pytest.raises(SystemExit) as refused:  # no carried set
+        check.main([str(tmp_path / 'out'), '--carried',
+                    str(tmp_path / 'carried')])
+    assert refused.value.code == 2
+    assert 'no mmcv sdist there' in capsys.readouterr().err
+    assert not (tmp_path / 'out').exists()
     (tmp_path / 'carried' / 'mmcv-2.1.0.tar.gz').touch()
     out = tmp_path / 'out'
     assert check.main([str(out), '--cpu', '--carried',

@@ -219,23 +219,15 @@ def run_step(step, log, env, deadline, cwd):
     return 'ok'
 
 
-def losses(work_dir):
-    """The training losses the runner logged under ``work_dir``:
-    [(iter, loss)]."""
-    found = []
-    for path in sorted(glob.glob(osp.join(work_dir, '*', 'vis_data',
-                                          'scalars.json'))):
-        with open(path) as f:
-            for line in f:
-                row = json.loads(line)
-                if 'loss' in row:
-                    found.append((row['step'], row['loss']))
-    return found
-
-
 def loss_figure(work_dir):
+    """The first and the last training loss the runner logged."""
     def figure(out, log):
-        found = losses(osp.join(out, work_dir))
+        found = []
+        for path in sorted(glob.glob(osp.join(out, work_dir, '*', 'vis_data',
+                                              'scalars.json'))):
+            with open(path) as f:
+                rows = [json.loads(line) for line in f]
+            found += [(r['step'], r['loss']) for r in rows if 'loss' in r]
         (i0, l0), (i1, l1) = found[0], found[-1]
         return f'loss {l0:.3f} (iter {i0}) -> {l1:.3f} (iter {i1})'
     return figure
@@ -293,8 +285,18 @@ def steps(args, out, site, py, device):
                     if not osp.basename(w).startswith('setuptools-'))
     coco, ade, imnet = s['coco'], s['ade'], s['imagenet']
     work = lambda name: osp.join(out, 'work', name)  # noqa: E731
-    det_ckpt = osp.join(work('det'), f"epoch_{s['det_epochs']}.pth")
-    seg_ckpt = osp.join(work('seg'), f"iter_{s['seg_iters']}.pth")
+
+    def test(train, what, config, checkpoint, key):
+        """tools/test.py of ``train``'s last checkpoint: the metric
+        ending in ``key``."""
+        metrics = f'{what}_metrics.json'
+        return Step(
+            train.name.split(':')[0] + ': tools/test.py', [tool(
+                'tools/test.py', config, osp.join(work(what), checkpoint),
+                '--work-dir', work(what + '_test'), '--out',
+                osp.join(out, metrics), '--out-item', 'metrics')], 90,
+            metric_figure(metrics, key), needs=train)
+
     mmdet_train = osp.join(site, 'mmdet', '.mim', 'tools', 'train.py')
     det_train = Step(
         'RetinaNet PVT-T+PEG: tools/train.py' + ' --amp' * bool(amp),
@@ -330,23 +332,15 @@ def steps(args, out, site, py, device):
                  str(imnet['train']), '--val-per-class', str(imnet['val']),
                  '--no-progress', '--overwrite')], 120),
         det_train,
-        Step('RetinaNet PVT-T+PEG: tools/test.py', [tool(
-            'tools/test.py', det, det_ckpt, '--work-dir', work('det_test'),
-            '--out', osp.join(out, 'det_metrics.json'), '--out-item',
-            'metrics')], 90, metric_figure('det_metrics.json', '/bbox_mAP'),
-            needs=det_train),
+        test(det_train, 'det', det, f"epoch_{s['det_epochs']}.pth",
+             '/bbox_mAP'),
         Step("RetinaNet PVT-T+PEG: mmdet's own train.py", [[
             *pyf, mmdet_train, det, '--work-dir', work('det_mmdet'), *amp,
             '--cfg-options', 'train_cfg.max_epochs=1',
             'train_cfg.val_interval=1', 'train_dataloader.dataset.indices=8'
-        ]], 150,
-            loss_figure('work/det_mmdet')),
+        ]], 150, loss_figure('work/det_mmdet')),
         seg_train,
-        Step('Semantic FPN PVT-T+PEG: tools/test.py', [tool(
-            'tools/test.py', seg, seg_ckpt, '--work-dir', work('seg_test'),
-            '--out', osp.join(out, 'seg_metrics.json'), '--out-item',
-            'metrics')], 90, metric_figure('seg_metrics.json', 'mIoU'),
-            needs=seg_train),
+        test(seg_train, 'seg', seg, f"iter_{s['seg_iters']}.pth", 'mIoU'),
         Step('CPVT-Ti: tools/train.py',
              [tool('tools/train.py', cls, '--work-dir', work('cls'))], 120,
              loss_figure('work/cls')),
@@ -417,8 +411,8 @@ def main(argv=None):
             step.status = f'skipped (needs: {step.needs.name})'
         else:
             start = time.monotonic()
-            # not from the clone: a script's folder or the working folder
-            # comes first on sys.path, and mmcpvt is to come from the site
+            # in OUT_DIR, not the clone: python -c imports from its working
+            # folder first, and mmcpvt is to come from the carried set
             step.status = run_step(step, log, env, deadline, out)
             step.seconds = time.monotonic() - start
         if step.status == 'ok' and step.figure:

@@ -12,11 +12,11 @@
 # - mmcpvt's own wheel, built from this clone (tracked and untracked files
 #   that git does not ignore).
 # It lists what it gathered, with the total size, and fails above 60 MiB
-# (what the device tool carries is 64 MiB in all).
+# (a GPU machine takes 64 MiB of carried files in all).
 #
 # usage: tools/install/gpu_wheels.sh [PYTHON_VERSION [DIR]]
 #   PYTHON_VERSION: the target's Python (default 3.12); DIR default .whl
-#   (ignored by git: `echo /.whl/ >> .git/info/exclude`); emptied first.
+#   (ignored by git); the wheels and sdists in it are replaced.
 set -euo pipefail
 case "${1:-}" in  # the header above, not a download
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -30,9 +30,9 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PY=${PY:-$ROOT/.venv/bin/python}  # a Python with pip >= 22.2 and setuptools
 PY=$(cd "$(dirname "$(command -v "$PY")")" && pwd)/$(basename "$PY")
 MAX_MIB=60
-rm -rf "$DIR"
 mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)
+rm -f "$DIR"/*.whl "$DIR"/*.tar.gz  # an earlier set's
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -84,10 +84,11 @@ mkdir "$tmp/src"
 (cd "$tmp/src" && "$PY" -m pip wheel --quiet --no-deps --no-build-isolation \
     -w "$DIR" .) >"$tmp/log" 2>&1 || { tail -n 30 "$tmp/log" >&2; exit 1; }
 
-ls -l "$DIR" | tail -n +2 | awk '{printf "%9d  %s\n", $5, $9}'
-bytes=$(du -cb "$DIR"/* | tail -n 1 | cut -f1)
-echo "[carry] $(ls "$DIR" | wc -l) files, $(awk "BEGIN {printf \"%.1f\", $bytes / 1048576}") MiB in $DIR (Python $PYV)"
+files=("$DIR"/*.whl "$DIR"/*.tar.gz)
+ls -l "${files[@]}" | awk '{n = split($9, p, "/"); printf "%9d  %s\n", $5, p[n]}'
+bytes=$(du -cb "${files[@]}" | tail -n 1 | cut -f1)
+echo "[carry] ${#files[@]} files, $(awk "BEGIN {printf \"%.1f\", $bytes / 1048576}") MiB in $DIR (Python $PYV)"
 if [ "$bytes" -gt $((MAX_MIB * 1048576)) ]; then
-    echo "[carry] more than $MAX_MIB MiB: the device tool carries 64 MiB in all" >&2
+    echo "[carry] more than $MAX_MIB MiB: a GPU machine takes 64 MiB of carried files in all" >&2
     exit 1
 fi

@@ -120,6 +120,9 @@ def test_a_failed_step_leaves_its_stacks_and_stops_no_other(
     assert 'no mmcv sdist there' in capsys.readouterr().err
     assert not (tmp_path / 'out').exists()
     (tmp_path / 'carried' / 'mmcv-2.1.0.tar.gz').touch()
+    built = tmp_path / 'carried' / 'mmcv_cache' / 'key' / 'mmcv.whl'
+    built.parent.mkdir(parents=True)
+    built.write_text('an earlier run built it')
     out = tmp_path / 'out'
     assert check.main([str(out), '--cpu', '--carried',
                        str(tmp_path / 'carried')]) == 1
@@ -138,3 +141,6 @@ def test_a_failed_step_leaves_its_stacks_and_stops_no_other(
         assert text.splitlines()[-1] in printed
     assert printed.endswith((out / 'summary.md').read_text())
     assert '| 4 | ok | ok |' in printed
+    # build_mmcv.sh finds the wheel an earlier run built (MMCPVT_CACHE)
+    assert (out / 'mmcv_cache' / 'key' / 'mmcv.whl').read_text() == \
+        built.read_text()

@@ -390,14 +390,20 @@ def main(argv=None):
     os.makedirs(logs, exist_ok=True)
     py = sys.executable
     device = 'cpu' if args.cpu else 'cuda'
+    # build_mmcv.sh's cache, kept in OUT_DIR: a wheel that an earlier run
+    # built and that was carried back in (DIR/mmcv_cache) is installed
+    # instead of compiled again
+    cache = osp.join(out, 'mmcv_cache')
+    if osp.isdir(osp.join(args.carried, 'mmcv_cache')):
+        shutil.copytree(osp.join(args.carried, 'mmcv_cache'), cache,
+                        dirs_exist_ok=True)
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join(
             [site, *filter(None, [os.environ.get('PYTHONPATH')])]),
         PYTHONFAULTHANDLER='1', PYTHONUNBUFFERED='1', MPLBACKEND='Agg',
-        # build_mmcv.sh: pip takes the carried set, never an index; the
-        # built wheel and its compiler log are kept in OUT_DIR
+        # build_mmcv.sh: pip takes the carried set, never an index
         PIP_NO_INDEX='1', PIP_FIND_LINKS=osp.abspath(args.carried),
-        MMCPVT_CACHE=osp.join(out, 'mmcv_cache'),
+        MMCPVT_CACHE=cache,
         MAX_JOBS=os.environ.get('MAX_JOBS', str(os.cpu_count())))
     if args.cpu:
         env['FORCE_CUDA'] = '0'

@@ -12,7 +12,10 @@
 # - mmcpvt's own wheel, built from this clone (tracked and untracked files
 #   that git does not ignore).
 # It lists what it gathered, with the total size, and fails above 60 MiB
-# (a GPU machine takes 64 MiB of carried files in all).
+# (a GPU machine takes 64 MiB of carried files in all). Anything else in DIR
+# stays and counts: e.g. mmcv_cache/, the CUDA build of mmcv that an
+# earlier gpu_check.py run left in its OUT_DIR, which the next run installs
+# instead of compiling.
 #
 # usage: tools/install/gpu_wheels.sh [PYTHON_VERSION [DIR]]
 #   PYTHON_VERSION: the target's Python (default 3.12); DIR default .whl
@@ -84,10 +87,9 @@ mkdir "$tmp/src"
 (cd "$tmp/src" && "$PY" -m pip wheel --quiet --no-deps --no-build-isolation \
     -w "$DIR" .) >"$tmp/log" 2>&1 || { tail -n 30 "$tmp/log" >&2; exit 1; }
 
-files=("$DIR"/*.whl "$DIR"/*.tar.gz)
-ls -l "${files[@]}" | awk '{n = split($9, p, "/"); printf "%9d  %s\n", $5, p[n]}'
-bytes=$(du -cb "${files[@]}" | tail -n 1 | cut -f1)
-echo "[carry] ${#files[@]} files, $(awk "BEGIN {printf \"%.1f\", $bytes / 1048576}") MiB in $DIR (Python $PYV)"
+(cd "$DIR" && find . -type f -printf '%9s  %P\n' | sort -k 2)
+bytes=$(find "$DIR" -type f -printf '%s\n' | awk '{s += $1} END {print s}')
+echo "[carry] $(find "$DIR" -type f | wc -l) files, $(awk "BEGIN {printf \"%.1f\", $bytes / 1048576}") MiB in $DIR (Python $PYV)"
 if [ "$bytes" -gt $((MAX_MIB * 1048576)) ]; then
     echo "[carry] more than $MAX_MIB MiB: a GPU machine takes 64 MiB of carried files in all" >&2
     exit 1

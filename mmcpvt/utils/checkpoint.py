@@ -237,6 +237,10 @@ def safe_load(filename: str, map_location=None, mmap: bool = False):
     if not osp.isfile(filename):
         raise FileNotFoundError(f'checkpoint file not found: {filename}')
     try:
+        if filename.endswith('.safetensors'):  # no pickle in them
+            # safetensors' own loader: torch.load reads them from 2.14 on
+            from safetensors.torch import load_file
+            return load_file(filename, device=str(map_location or 'cpu'))
         with weights_only_loads():  # a TORCH_FORCE_* setting cannot clash
             return torch.load(filename, map_location=map_location,
                               weights_only=True, mmap=mmap or None)

@@ -16,7 +16,8 @@ import torch.nn as nn
 from mmengine.runner import CheckpointLoader
 
 from .checkpoint import (CheckpointError, CheckpointMismatchError,
-                         check_checkpoint, unwrap, weights_only_loads)
+                         check_checkpoint, safe_load, unwrap,
+                         weights_only_loads)
 from .convert import BACKBONES, TOOLS, _groups, detect_family
 from .text import some
 
@@ -252,8 +253,13 @@ def load_checkpoint(model: nn.Module, filename: str,
     try:
         check_checkpoint(filename, state_dict=True)
         with weights_only_loads():
-            state = unwrap(CheckpointLoader.load_checkpoint(
-                filename, map_location='cpu'))
+            # a local .safetensors file by safe_load: torch.load, which
+            # mmengine's loader calls, reads one only from torch 2.14 on
+            local = '://' not in str(filename)
+            state = unwrap(
+                safe_load(filename, map_location='cpu')
+                if local and str(filename).endswith('.safetensors') else
+                CheckpointLoader.load_checkpoint(filename, map_location='cpu'))
         state = {re.sub(r'^module\.', '', k): v for k, v in state.items()}
         if prefix:
             if not any(k.startswith(prefix) for k in state):

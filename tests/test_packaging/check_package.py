@@ -110,6 +110,12 @@ def make_venv(venv):
     deps = dict.fromkeys([paths['purelib'], paths['platlib']])
     with open(osp.join(site, 'mmcpvt_check_deps.pth'), 'w') as f:
         f.write('\n'.join(deps) + '\n')
+    # Python >= 3.12 has no distutils, which mmengine's collect_env imports:
+    # setuptools' shim provides it, started by its .pth file as in any venv
+    # with setuptools (torch requires it)
+    shim = osp.join(paths['purelib'], 'distutils-precedence.pth')
+    if osp.isfile(shim):
+        shutil.copy(shim, site)
     return py, site
 
 

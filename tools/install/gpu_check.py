@@ -142,6 +142,7 @@ randomness = dict(seed=0)
 IMPORTS = """\
 import importlib, os, sys, torch
 from importlib import metadata
+import distutils  # mmengine's collect_env; Python >= 3.12: setuptools' shim
 site, found = os.path.realpath(sys.argv[1]), []
 for name in ('mmengine', 'mmcv', 'mmdet', 'mmseg', 'mmpretrain', 'mmcpvt',
              'pycocotools', 'shapely', 'ftfy'):

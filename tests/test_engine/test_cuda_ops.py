@@ -4,14 +4,17 @@ CUDA), and ``tools/install/build_mmcv.sh --plan`` decides the build from a
 stand-in Python and a stand-in ``nvcc``. Every test fakes its condition (no
 GPU here; the installed mmcv may be built with or without CUDA ops).
 """
+import importlib.machinery
 import os
 import os.path as osp
 import stat
 import subprocess
+import sys
 from types import SimpleNamespace
 
 import mmcv.ops
 import pytest
+import torch
 from mmengine.config import Config
 from mmengine.registry import init_default_scope
 
@@ -198,3 +201,19 @@ def test_help_and_old_cpu_cache(tmp_path):
     (old / 'mmcv-2.1.0-cp311-cp311-linux_x86_64.whl').write_text('')
     proc = plan(tmp_path, fake_python(tmp_path, '13.0', 0))
     assert f'cache: {old}\n' in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize('links_cudart', [False, True])
+def test_plan_reads_the_installed_build_off_the_compiled_ops(tmp_path,
+                                                           links_cudart):
+    """The installed build is whether mmcv's compiled ops link the CUDA
+    runtime, not mmcv's version query (which crashed a GPU build)."""
+    fake = tmp_path / 'site' / 'mmcv'
+    fake.mkdir(parents=True)
+    (fake / '__init__.py').write_text("__version__ = '2.1.0'\n")
+    ext = fake / ('_ext' + importlib.machinery.EXTENSION_SUFFIXES[0])
+    ext.write_bytes(b'\x7fELF' + b'\0libcudart.so.13\0' * links_cudart)
+    proc = plan(tmp_path, sys.executable, PYTHONPATH=str(tmp_path / 'site'))
+    built = ('cu' + torch.version.cuda.replace('.', '') if links_cudart
+             else 'cpu')
+    assert f'installed: {built}\n' in proc.stdout, proc.stdout + proc.stderr

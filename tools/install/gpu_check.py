@@ -427,7 +427,7 @@ def main(argv=None):
                 step.result = step.figure(out, log)
             except Exception as e:  # a figure that cannot be read is said
                 step.result = f'no figure: {type(e).__name__}: {e}'
-        elif step.status != 'ok' and osp.exists(log):
+        elif step.seconds:  # it ran and failed
             with open(log, errors='replace') as f:
                 lines = f.readlines()[-TAIL:]
             print(f'\n--- {step.name}: {step.status}; the last lines of '

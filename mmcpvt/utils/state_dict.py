@@ -244,21 +244,21 @@ def load_checkpoint(model: nn.Module, filename: str,
     missing and unexpected keys. The backbones' ``init_cfg`` Pretrained and
     the tools load weights through this function alone.
 
-    The file is checked first (:func:`check_checkpoint`), read by mmengine's
-    ``CheckpointLoader`` (every scheme) with ``weights_only``; the
-    backbones' pre-hook then converts official keys and refuses what does
-    not fit. ``setting`` (e.g. ``'CPVT: init_cfg Pretrained'``) starts an
+    The file is checked first (:func:`check_checkpoint`), then read with
+    ``weights_only``, a local file by :func:`safe_load` and any other scheme
+    by mmengine's ``CheckpointLoader``; the backbones' pre-hook then converts
+    official keys and refuses what does not fit. ``setting`` (e.g. ``'CPVT: init_cfg Pretrained'``) starts an
     error's message.
     """
     try:
         check_checkpoint(filename, state_dict=True)
         with weights_only_loads():
-            # a local .safetensors file by safe_load: torch.load, which
-            # mmengine's loader calls, reads one only from torch 2.14 on
-            local = '://' not in str(filename)
+            # a local file by safe_load, which reads .safetensors on every
+            # torch (torch.load, which mmengine's local loader calls, only
+            # from 2.14 on); other schemes by mmengine's loader
             state = unwrap(
-                safe_load(filename, map_location='cpu')
-                if local and str(filename).endswith('.safetensors') else
+                safe_load(str(filename), map_location='cpu')
+                if '://' not in str(filename) else
                 CheckpointLoader.load_checkpoint(filename, map_location='cpu'))
         state = {re.sub(r'^module\.', '', k): v for k, v in state.items()}
         if prefix:

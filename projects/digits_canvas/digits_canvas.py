@@ -18,23 +18,28 @@ import multiprocessing
 import os
 import os.path as osp
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Optional, Sequence
 
 import numpy as np
 import torch
 from mmengine.config import Config
 
-from mmcpvt.apis.cli import check_options, checked
+from mmcpvt.apis.cli import check_options, checked, positive
 from mmcpvt.apis.model import build_model as build_from_config
 from mmcpvt.utils.path import check_output_dir
 # this project's own modules, beside this file (the script's folder)
 from digits_data import (CONTROL_VARIANTS, DEFAULT_VARIANTS, NUM_CLASSES,
                          PIXEL_MEAN, PIXEL_STD, REFERENCE, TEST_SETS,
-                         VARIANT_NAMES, VARIANTS, Settings, load_split,
+                         LABELS, VARIANT_NAMES, VARIANTS, Settings,
+                         load_split, lr_of,
                          make_test_sets, place, random_zoom, upscale)
-from digits_report import (markdown_tables, plot, plot_validation,
+from digits_report import (markdown_table, markdown_tables, plot,
+                           plot_validation,
                            run_instruments, summarise)
+
+# the learning-rate sweep scores the validation accuracy of the last epochs
+TUNE_LAST_EPOCHS = 5
 
 
 def model_config(variant: dict, settings: Settings) -> Config:
@@ -91,9 +96,9 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list:
 
 
 def train(model: torch.nn.Module, data: dict, settings: Settings,
-          seed: int, val: tuple) -> dict:
-    """Train in place for ``settings.epochs``, the learning rate annealed to
-    zero at the last one, and keep the final weights; ``val`` (1x canvases,
+          seed: int, val: tuple, lr: float) -> dict:
+    """Train in place for ``settings.epochs``, the learning rate (peak
+    ``lr``) annealed to zero at the last one, and keep the final weights; ``val`` (1x canvases,
     labels) is scored after every epoch, to watch, not to choose. A plain
     loop, not an mmengine Runner: the data is a tensor regenerated every
     epoch (new places and zooms)."""
@@ -104,7 +109,7 @@ def train(model: torch.nn.Module, data: dict, settings: Settings,
     total = settings.epochs * steps_per_epoch
     warmup = min(settings.warmup_epochs * steps_per_epoch, total // 2)
     optimizer = torch.optim.AdamW(
-        param_groups(model, settings.weight_decay), lr=settings.lr)
+        param_groups(model, settings.weight_decay), lr=lr)
 
     def lr_at(step):  # linear warm-up, then cosine to zero at the end
         if step < warmup:
@@ -133,7 +138,7 @@ def train(model: torch.nn.Module, data: dict, settings: Settings,
         losses.append(loss_sum / n)
         val_acc.append(100 * float(correct(model, *val).mean()))
     model.eval()
-    return dict(epochs=settings.epochs, val_accuracy=val_acc,
+    return dict(epochs=settings.epochs, lr=lr, val_accuracy=val_acc,
                 train_loss=losses, train_time_s=time.perf_counter() - start)
 
 
@@ -152,13 +157,15 @@ def fmt_time(seconds: float) -> str:
     return f'{seconds // 60}:{seconds % 60:02d}'
 
 
-def train_and_test(name: str, seed: int, settings: Settings,
-                   out_dir: str) -> dict:
+def train_and_test(name: str, seed: int, settings: Settings, out_dir: str,
+                   test: bool = True) -> dict:
     """One model: build, train, test and save it (``config.py`` and
     ``checkpoint.pth``, {'state_dict', 'meta'}, which mmpretrain's
     ``init_model`` and :mod:`mmcpvt.apis.model` load); returns its record
-    (with ``correct``: test set -> (N,) bool). Runs in a worker process
-    with ``--jobs`` above 1, so it rebuilds its data (a second or so)."""
+    (with ``correct``: test set -> (N,) bool). With ``test`` False (the
+    learning-rate sweep) it neither tests nor saves: the record holds the
+    validation curve only. Runs in a worker process with ``--jobs`` above
+    1, so it rebuilds its data (a second or so)."""
     data = load_split(settings)
     torch.manual_seed(seed)
     cfg = model_config(VARIANTS[VARIANT_NAMES.index(name)], settings)
@@ -167,31 +174,65 @@ def train_and_test(name: str, seed: int, settings: Settings,
     x_val, y_val = data['val']  # at 1x, other places than the test sets'
     val = place(upscale(x_val, settings.digit), settings.canvas,
                 torch.Generator().manual_seed(settings.test_seed + 1))[0]
-    stats = train(model, data, settings, seed, (val, y_val))
-    right = {t: correct(model, *d)
-             for t, d in make_test_sets(*data['test'], settings).items()}
-    acc = {t: 100 * float(c.mean()) for t, c in right.items()}
-    work_dir = osp.join(out_dir, name, f'seed{seed}')
-    os.makedirs(work_dir, exist_ok=True)
-    with open(osp.join(work_dir, 'config.py'), 'w') as f:
-        f.write('# Written by projects/digits_canvas/digits_canvas.py: '
-                f'1-channel {settings.canvas} px digit canvases, images in '
-                '0..255.\n')
-        f.write(cfg.pretty_text)
-    torch.save({'state_dict': model.state_dict(), 'meta': dict(
-        variant=name, seed=seed, accuracy=acc, canvas=settings.canvas,
-        settings=asdict(settings))}, osp.join(work_dir, 'checkpoint.pth'))
-    return dict(variant=name, seed=seed, accuracy=acc, correct=right,
-                params=sum(p.numel() for p in model.parameters()),
-                work_dir=work_dir, run_time_s=time.perf_counter() - t0,
+    stats = train(model, data, settings, seed, (val, y_val),
+                  lr_of(name, settings))
+    record = dict(variant=name, seed=seed,
+                  params=sum(p.numel() for p in model.parameters()))
+    if test:
+        right = {t: correct(model, *d) for t, d in make_test_sets(
+            *data['test'], settings).items()}
+        acc = {t: 100 * float(c.mean()) for t, c in right.items()}
+        work_dir = osp.join(out_dir, name, f'seed{seed}')
+        os.makedirs(work_dir, exist_ok=True)
+        with open(osp.join(work_dir, 'config.py'), 'w') as f:
+            f.write('# Written by projects/digits_canvas/digits_canvas.py: '
+                    f'1-channel {settings.canvas} px digit canvases, images '
+                    'in 0..255.\n')
+            f.write(cfg.pretty_text)
+        torch.save({'state_dict': model.state_dict(), 'meta': dict(
+            variant=name, seed=seed, accuracy=acc, canvas=settings.canvas,
+            settings=asdict(settings))}, osp.join(work_dir, 'checkpoint.pth'))
+        record.update(accuracy=acc, correct=right, work_dir=work_dir)
+    return dict(record, run_time_s=time.perf_counter() - t0,
                 # this process's CPU: the wall time on an idle core
-                cpu_time_s=time.process_time() - cpu0,
-                **stats)
+                cpu_time_s=time.process_time() - cpu0, **stats)
 
 
 def train_job(job: tuple) -> dict:
-    """:func:`train_and_test` of a (name, seed, settings, out_dir) tuple."""
+    """:func:`train_and_test` of a (name, seed, settings, out_dir[, test])
+    tuple."""
     return train_and_test(*job)
+
+
+def train_all(jobs_list: list, jobs: int):
+    """Yield the records of :func:`train_job` of every tuple in
+    ``jobs_list``, ``jobs`` at a time (each in its own process with one
+    thread when ``jobs`` > 1), in the order they finish."""
+    # spawn, not fork: a forked child inherits torch's thread pool; one
+    # thread each (more would wait on each other, and one gives every
+    # run the same result whatever the job count)
+    pool = multiprocessing.get_context('spawn').Pool(
+        jobs, torch.set_num_threads, (1, )) if jobs > 1 else None
+    with pool or contextlib.nullcontext():  # an error terminates the pool
+        yield from (pool.imap_unordered if pool else map)(train_job,
+                                                          jobs_list)
+
+
+def progress(record: dict, trained: list, total: int, jobs: int,
+             start: float) -> str:
+    """A line on a model just trained: its figures, the elapsed time and an
+    estimate of the time left."""
+    eta = np.mean([r['run_time_s'] for r in trained]) * math.ceil(
+        (total - len(trained)) / jobs)
+    return (f'[reproduce] {len(trained)}/{total} {record["variant"]} seed '
+            f'{record["seed"]}, lr {record["lr"]:g}: ' + ''.join(
+                f'{t} {a:.1f} %, ' for t, a in record.get('accuracy',
+                                                          {}).items())
+            + f'val {record["val_accuracy"][-1]:.1f} (best '
+            f'{max(record["val_accuracy"]):.1f}), loss '
+            f'{record["train_loss"][-1]:.3f}, {record["run_time_s"]:.0f} s '
+            f'({record["cpu_time_s"]:.0f} s CPU) | elapsed '
+            f'{fmt_time(time.perf_counter() - start)}, ETA {fmt_time(eta)}')
 
 
 def reusable_runs(reuse_dir: str, settings: Settings) -> dict:
@@ -238,28 +279,11 @@ def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
           (f'{jobs} at a time (one process and thread each)' if jobs > 1
            else f'one at a time, {torch.get_num_threads()} thread(s)'))
     trained = []
-    # spawn, not fork: a forked child inherits torch's thread pool; one
-    # thread each (more would wait on each other, and one gives every
-    # run the same result whatever the job count)
-    pool = multiprocessing.get_context('spawn').Pool(
-        jobs, torch.set_num_threads, (1, )) if jobs > 1 else None
-    with pool or contextlib.nullcontext():  # an error terminates the pool
-        for record in (pool.imap_unordered if pool else map)(
-                train_job, [(v, s, settings, out_dir) for v, s in to_train]):
-            done[record['variant'], record['seed']] = record
-            trained.append(record)
-            eta = np.mean([r['run_time_s'] for r in trained]) * math.ceil(
-                (len(to_train) - len(trained)) / jobs)
-            print(f'[reproduce] {len(trained)}/{len(to_train)} '
-                  f'{record["variant"]} seed {record["seed"]}: ' + ', '.join(
-                      f'{t} {a:.1f}' for t, a in record['accuracy'].items())
-                  + f' % | val {record["val_accuracy"][-1]:.1f} (best '
-                  f'{max(record["val_accuracy"]):.1f}), loss '
-                  f'{record["train_loss"][-1]:.3f}, '
-                  f'{record["run_time_s"]:.0f} s ({record["cpu_time_s"]:.0f} s'
-                  ' CPU) | elapsed '
-                  f'{fmt_time(time.perf_counter() - start)}, '
-                  f'ETA {fmt_time(eta)}')
+    for record in train_all([(v, s, settings, out_dir) for v, s in to_train],
+                            jobs):
+        done[record['variant'], record['seed']] = record
+        trained.append(record)
+        print(progress(record, trained, len(to_train), jobs, start))
     runs = [done[key] for key in todo]  # in table order
     summary = summarise(runs, settings)
     np.savez_compressed(osp.join(out_dir, 'correct.npz'), **{
@@ -292,6 +316,64 @@ def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
     return results
 
 
+def tune_lr(variants: Sequence[str], seeds: Sequence[int],
+            lrs: Sequence[float], settings: Settings, out_dir: str,
+            jobs: int = 1) -> dict:
+    """The learning-rate sweep: train every variant x seed x peak learning
+    rate with ``settings`` otherwise, score the validation digits only (no
+    test set is built) and choose each variant's learning rate: the highest
+    mean, over the seeds, of its validation accuracy over the last
+    :data:`TUNE_LAST_EPOCHS` epochs (the first of the grid on a tie).
+    Writes tune.json, tune.md and a validation-curve figure per learning
+    rate; returns what tune.json holds."""
+    start = time.perf_counter()
+    os.makedirs(out_dir, exist_ok=True)
+    todo = [(v, s, replace(settings, lr=lr, variant_lr={}), out_dir, False)
+            for lr in lrs for v in VARIANT_NAMES if v in variants
+            for s in seeds]
+    jobs = max(1, min(jobs, len(todo)))
+    print(f'[tune] {len(todo)} models ({len(lrs)} learning rates), '
+          f'{settings.epochs} epochs each, {jobs} at a time; validation '
+          'digits only')
+    runs = []
+    for record in train_all(todo, jobs):
+        runs.append(record)
+        print(progress(record, runs, len(todo), jobs, start))
+    score = {v: {lr: [float(np.mean(r['val_accuracy'][-TUNE_LAST_EPOCHS:]))
+                      for s in seeds for r in runs if r['variant'] == v and
+                      r['seed'] == s and r['lr'] == lr] for lr in lrs}
+             for v in VARIANT_NAMES if v in variants}
+    choice = {v: max(lrs, key=lambda lr: (np.mean(by_lr[lr]),
+                                          -lrs.index(lr)))
+              for v, by_lr in score.items()}
+    table = markdown_table(
+        f'Validation accuracy at 1x, % (the mean over the last '
+        f'{TUNE_LAST_EPOCHS} of {settings.epochs} epochs; mean over seeds '
+        f'{", ".join(map(str, seeds))} [each seed]); **bold**: the learning '
+        'rate chosen', [f'lr {lr:g}' for lr in lrs],
+        [(LABELS[v], [('**{:.1f}**' if choice[v] == lr else '{:.1f}').format(
+            np.mean(by_lr[lr])) + ' [' + ', '.join(
+                f'{x:.1f}' for x in by_lr[lr]) + ']' for lr in lrs])
+         for v, by_lr in score.items()])
+    results = dict(settings=asdict(settings), lrs=list(lrs),
+                   seeds=list(seeds), last_epochs=TUNE_LAST_EPOCHS,
+                   score=score, choice=choice, runs=runs,
+                   wall_time_s=time.perf_counter() - start)
+    with open(osp.join(out_dir, 'tune.json'), 'w') as f:
+        json.dump(results, f, indent=1)
+    with open(osp.join(out_dir, 'tune.md'), 'w') as f:
+        f.write(table)
+    for lr in lrs:
+        plot_validation([r for r in runs if r['lr'] == lr], [
+            osp.join(out_dir, f'val_accuracy_lr{lr:g}.{ext}')
+            for ext in ('png', 'svg')], f'peak learning rate {lr:g}')
+    print('\n' + table)
+    print(f'[tune] chosen: {choice}; wrote {out_dir}/tune.json, tune.md, '
+          f'val_accuracy_lr*.svg; wall time '
+          f'{fmt_time(results["wall_time_s"])}')
+    return results
+
+
 def quick_settings() -> Settings:
     """A few seconds of training: for the tests, not for numbers."""
     s = Settings(canvas=16, digit=12, max_zoom=1.5, epochs=5,
@@ -318,6 +400,13 @@ def parse_args(argv=None):
         'DIR, the --out-dir of a former run with the same settings, holds '
         'instead of training them again (make reproduce-controls takes the '
         'default run\'s four variants)')
+    add('--lr', type=float, help='every model\'s peak learning rate '
+        f'(default: {Settings.lr:g}, or the variant\'s own, chosen on the '
+        'validation digits)')
+    add('--tune-lr', type=float, nargs='+', metavar='LR',
+        help='train each variant x seed at each of these peak learning '
+        'rates, score the validation digits only, and choose each '
+        'variant\'s learning rate (writes tune.json, tune.md)')
     add('--quick', action='store_true', help='tiny model (for tests)')
     add('--instruments', action='store_true', help='position probe, '
         'translation equivariance and attention of the seed-0 models')
@@ -332,6 +421,7 @@ def parse_args(argv=None):
                       seeds=args.seeds)
         check_options(checked(int, lambda v: v >= 1, 'must be 1 or more'),
                       epochs=args.epochs, jobs=args.jobs)
+        check_options(positive, lr=args.lr, tune_lr=args.tune_lr)
         check_output_dir('--out-dir', args.out_dir, 'the results')
     except ValueError as e:
         parser.error(str(e))
@@ -350,6 +440,11 @@ def main(argv=None):
     settings = quick_settings() if args.quick else Settings()
     if args.epochs is not None:
         settings.epochs = args.epochs
+    if args.lr is not None:
+        settings.lr, settings.variant_lr = args.lr, {}
+    if args.tune_lr:
+        return tune_lr(args.variants, args.seeds, args.tune_lr, settings,
+                       args.out_dir, jobs=args.jobs)
     run(args.variants, args.seeds, settings, args.out_dir,
         instruments=args.instruments, jobs=args.jobs, reuse=args.reuse)
 

@@ -97,12 +97,20 @@ class Settings:
         out_type='cls_token'))
     epochs: int = 80  # every variant; the cosine ends at 0 on the last
     batch_size: int = 32
-    lr: float = 7.5e-4
+    lr: float = 7.5e-4  # a variant's peak learning rate unless variant_lr
+    # names it: variant -> peak learning rate, chosen on the validation
+    # digits (digits_canvas.py --tune-lr; docs/reproduction.md, "Recipe")
+    variant_lr: dict = field(default_factory=dict)
     weight_decay: float = 0.05
     warmup_epochs: int = 2
     label_smooth: float = 0.1
     resamples: int = 2000  # bootstrap
     bootstrap_seed: int = 0
+
+
+def lr_of(variant: str, settings: Settings) -> float:
+    """A variant's peak learning rate."""
+    return settings.variant_lr.get(variant, settings.lr)
 
 
 def load_split(settings: Settings):

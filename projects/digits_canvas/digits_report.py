@@ -1,6 +1,6 @@
-"""The report of projects/digits_canvas/digits_canvas.py: the two-level
-paired bootstrap of the accuracy each variant has and keeps at the larger
-test sets, the summary, its markdown tables and plots (the test sets; the
+"""The report of projects/digits_canvas/digits_canvas.py: the paired
+bootstrap over seeds and test digits of the accuracy each variant has and
+keeps at the larger test sets, the summary, its markdown tables and plots (the test sets; the
 validation accuracy over the epochs), and ``--instruments`` (the position
 probe, translation equivariance and attention of the trained models).
 """
@@ -29,22 +29,24 @@ ATTENTION_BLOCK = 1  # the paper's Fig. 5 shows the second encoder
 def bootstrap(per_image: Dict[str, Dict[str, np.ndarray]],
               contrasts: Sequence[Tuple[str, str]], resamples: int,
               seed: int) -> Tuple[dict, dict]:
-    """Two-level paired bootstrap (:func:`paired.bootstrap`) of accuracy,
-    kept and their differences.
+    """The paired bootstrap (:func:`paired.bootstrap`) of accuracy, kept
+    and their differences, and their 95 % intervals
+    (:func:`paired.interval`).
 
     ``per_image``: variant -> test set -> (seeds, N) correctness, the seeds
-    in the same order in every test set. Each resample draws every
+    in the same order in every test set. A run resample draws every
     variant's seeds with replacement (one draw per variant, shared by its
-    test sets), then N test digits with replacement (one draw, shared by
-    every variant and test set), and averages the drawn seeds. A variant's
-    *kept* is its accuracy on a test set over its accuracy at 1x, both of
-    the same resample. ``contrasts``: (a, b) pairs of variants whose
-    differences (a minus b) are wanted.
+    test sets); an image resample draws N test digits with replacement (one
+    draw, shared by every variant and test set). A variant's *kept* is its
+    accuracy on a test set over its accuracy at 1x, both of the same
+    resample. ``contrasts``: (a, b) pairs of variants whose differences (a
+    minus b) are wanted.
 
     Returns:
         tuple: ``{variant: {test: dict(accuracy, kept)}}`` and
         ``{a: {b: {test: dict(accuracy, kept)}}}``, each figure
-        ``[value, 2.5th, 97.5th percentile]`` (%, or points for
+        ``[value, low, high]`` over the variant's seeds (a difference: the
+        fewer of the two, and its p-value after them) (%, or points for
         differences).
     """
     acc = paired.bootstrap(
@@ -55,13 +57,16 @@ def bootstrap(per_image: Dict[str, Dict[str, np.ndarray]],
                                       for t, x in a.items()})
             for v, a in acc.items()}
 
-    variants = {v: {t: {k: paired.interval(rows[v][k][t]) for k in rows[v]}
-                    for t in acc[v]} for v in rows}
+    runs = {v: len(next(iter(tests.values())))
+            for v, tests in per_image.items()}
+    variants = {v: {t: {k: paired.interval(rows[v][k][t], runs[v])
+                        for k in rows[v]} for t in acc[v]} for v in rows}
     differences = {}
     for a, b in contrasts:
-        differences.setdefault(a, {})[b] = {
-            t: {k: paired.interval(rows[a][k][t] - rows[b][k][t])
-                for k in rows[a]} for t in acc[a]}
+        n = min(runs[a], runs[b])
+        differences.setdefault(a, {})[b] = {t: {k: paired.interval(
+            d, n) + [paired.p_value(d, n)] for k in rows[a] for d in [
+                rows[a][k][t] - rows[b][k][t]]} for t in acc[a]}
     return variants, differences
 
 
@@ -77,7 +82,8 @@ def contrasts_of(variants: Sequence[str]) -> List[Tuple[str, str]]:
 
 def summarise(runs: List[dict], settings: Settings) -> dict:
     """variant -> accuracy (test -> [mean, sd over seeds]), ``interval``
-    (test -> accuracy and kept, two-level bootstrap) and ``versus`` (other
+    (test -> accuracy and kept, 95 % intervals), ``seeds`` (accuracy and
+    kept -> test -> each seed's) and ``versus`` (other
     variant -> test -> the differences of accuracy and kept) of the runs'
     ``correct``."""
     by_variant = {v: [r for r in runs if r['variant'] == v]
@@ -92,6 +98,11 @@ def summarise(runs: List[dict], settings: Settings) -> dict:
         accuracy={t: [float(100 * c.mean(1).mean()),
                       float(100 * c.mean(1).std(ddof=1)) if len(c) > 1 else 0.]
                   for t, c in per_image[v].items()},
+        seeds=dict(  # each seed's figures, in the order of the runs
+            accuracy={t: (100 * c.mean(1)).tolist()
+                      for t, c in per_image[v].items()},
+            kept={t: (100 * c.mean(1) / per_image[v]['1x'].mean(1)).tolist()
+                  for t, c in per_image[v].items()}),
         interval=intervals[v], versus=differences.get(v, {}))
         for v in by_variant}
 
@@ -109,7 +120,7 @@ def markdown_tables(summary: dict, epochs: int) -> str:
     size, and the differences of 1x accuracy and kept to
     :data:`REFERENCE` and between each control and what it controls."""
     tests = list(TEST_SETS)
-    boot = ' [two-level bootstrap 95 % interval]'
+    boot = ' [95 % interval]'
     parts = [markdown_table(
         f'Top-1 accuracy, % (mean ± sd over seeds){boot}; every model '
         f'trained {epochs} epochs', tests,
@@ -124,19 +135,25 @@ def markdown_tables(summary: dict, epochs: int) -> str:
                 s['interval'][t]['kept'], '{:.1f}') for t in tests[1:]])
                 for v, s in summary.items()])]
     columns = ['1x accuracy'] + [f'kept {t}' for t in tests[1:]]
-
-    def rows(pairs):
-        return [(f'{LABELS[a]} − {LABELS[b]}', [paired.cell(
-            summary[a]['versus'][b][t]['accuracy' if t == '1x' else 'kept'],
-            '{:.1f}', difference=True) for t in tests]) for a, b in pairs]
-
     pairs = contrasts_of(list(summary))
+    figure = {(a, b, t): summary[a]['versus'][b][t][
+        'accuracy' if t == '1x' else 'kept'] for a, b in pairs for t in tests}
+    # the family: every difference these tables print
+    kept = dict(zip(figure, paired.holm([x[3] for x in figure.values()])))
+    stars = (f'; * the interval excludes 0 (each on its own), † also after '
+             f'Holm\'s correction over the {len(figure)} differences of '
+             'these tables')
+
+    def rows(chosen):
+        return [(f'{LABELS[a]} − {LABELS[b]}', [paired.cell(
+            figure[a, b, t], '{:.1f}', difference=True) + '†' * kept[a, b, t]
+            for t in tests]) for a, b in chosen]
+
     for title, chosen in (
-            (f'Differences to {LABELS.get(REFERENCE)}, points{boot}; * the '
-             'interval excludes 0', [p for p in pairs if p[1] == REFERENCE]),
+            (f'Differences to {LABELS.get(REFERENCE)}, points{boot}{stars}',
+             [p for p in pairs if p[1] == REFERENCE]),
             (f'Controls: differences to the variants they control, points'
-             f'{boot}; * the interval excludes 0',
-             [p for p in pairs if p[1] != REFERENCE])):
+             f'{boot}{stars}', [p for p in pairs if p[1] != REFERENCE])):
         if chosen:
             parts.append(markdown_table(title, columns, rows(chosen)))
     return '\n'.join(parts)
@@ -144,24 +161,25 @@ def markdown_tables(summary: dict, epochs: int) -> str:
 
 def plot(summary: dict, paths: Sequence[str]):
     """Two panels over the test sets: accuracy and accuracy kept relative
-    to 1x (two-level bootstrap 95 % intervals)."""
+    to 1x (95 % intervals; small points: each seed)."""
     tests = list(TEST_SETS)
 
     def series(key, shown):
         return {LABELS[v]: (VARIANT_NAMES.index(v) % 10,
-                            [s['interval'][t][key] for t in shown])
+                            [s['interval'][t][key] for t in shown],
+                            [s['seeds'][key][t] for t in shown])
                 for v, s in summary.items()}
 
     paired.plot([
-        ('top-1 accuracy, % (two-level bootstrap 95 %)', 100 / NUM_CLASSES,
+        ('top-1 accuracy, % (95 % interval; points: seeds)', 100 / NUM_CLASSES,
          tests, series('accuracy', tests)),
-        ('kept, % of own 1x (two-level bootstrap 95 %)', 100, tests[1:],
+        ('kept, % of own 1x (95 % interval; points: seeds)', 100, tests[1:],
          series('kept', tests[1:]))], paths)
 
 
-def plot_validation(runs: List[dict], paths: Sequence[str]):
-    """Validation accuracy against epoch, a line per variant (the mean over
-    its seeds; the band: their lowest and highest)."""
+def plot_validation(runs: List[dict], paths: Sequence[str], title: str = ''):
+    """Validation accuracy against epoch: a thin line per run, a thick one
+    per variant (the mean over its seeds)."""
     import matplotlib
     from matplotlib.figure import Figure  # no pyplot: no global backend
     fig = Figure(figsize=(6.4, 3.8))
@@ -172,19 +190,19 @@ def plot_validation(runs: List[dict], paths: Sequence[str]):
                         if r['variant'] == v])  # (seeds, epochs)
         epochs = np.arange(1, val.shape[1] + 1)
         i = VARIANT_NAMES.index(v)  # tab10's colours, then dashed again
-        colour = tab10(i % 10)
-        ax.plot(epochs, val.mean(0), color=colour, lw=1.4,
-                ls='-' if i < 10 else '--',
+        colour, ls = tab10(i % 10), '-' if i < 10 else '--'
+        ax.plot(epochs, val.mean(0), color=colour, lw=1.6, ls=ls,
                 label=f'{LABELS[v]} ({len(val)} seeds)')
-        ax.fill_between(epochs, val.min(0), val.max(0), color=colour,
-                        alpha=0.15, lw=0)
+        ax.plot(epochs, val.T, color=colour, lw=0.5, ls=ls, alpha=0.5)
     ax.axhline(100 / NUM_CLASSES, color='grey', lw=0.8, ls=':')
     ax.set_xlabel('epoch', fontsize=8)
-    ax.set_ylabel('validation accuracy at 1x, % (mean; band: min-max '
-                  'over seeds)', fontsize=7)
+    ax.set_ylabel('validation accuracy at 1x, % (thick: mean; thin: each '
+                  'seed)', fontsize=7)
     ax.tick_params(labelsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc='lower right', frameon=False)
+    if title:
+        ax.set_title(title, fontsize=8)
     paired.save_figure(fig, paths)
 
 

@@ -1,6 +1,7 @@
 """projects/digits_canvas/digits_canvas.py: the splits and canvases, the
-training zoom, the no-decay group, the controls, the two-level bootstrap,
-and a quick run as a user runs it.
+training zoom, the no-decay group, the controls, the bootstrap over seeds
+and digits, the learning-rate sweep on the validation digits, and a quick
+run as a user runs it.
 
 The data checks are exact: canvas sizes, the digit at the training scale
 on the larger canvases, the scaled-up scenes are the 1x scenes resized, the
@@ -164,14 +165,15 @@ def test_controls_are_what_they_control(data):
     canvases = dc.place(dc.upscale(split['val'][0], settings.digit),
                         settings.canvas, torch.Generator().manual_seed(0))[0]
     dc.train(frozen, split, dc.Settings(epochs=1), 0,
-             (canvases[:32], split['val'][1][:32]))
+             (canvases[:32], split['val'][1][:32]), lr=1e-3)
     assert torch.equal(peg, before[0]) and not torch.equal(qkv, before[1])
 
 
 def test_bootstrap_draws_seeds_then_digits():
     """Seeds that agree: a model identical to the reference differs by
     exactly 0. Seeds that disagree (one of three loses half its scaled 2x
-    digits): the two-level interval of kept is far wider than the one over
+    digits): the interval of kept over seeds and digits is far wider than
+    the one over
     the digits alone (the seeds averaged first), from a resample that draws
     the losing seed three times to one that draws it never."""
     rng = np.random.default_rng(0)
@@ -182,7 +184,7 @@ def test_bootstrap_draws_seeds_then_digits():
     out, diff = digits_report.bootstrap(
         {'learned-pe': agree, 'same': agree, 'spread': spread},
         [('same', 'learned-pe'), ('spread', 'learned-pe')], 500, 0)
-    assert diff['same']['learned-pe']['scaled 2x']['kept'] == [0, 0, 0]
+    assert diff['same']['learned-pe']['scaled 2x']['kept'] == [0, 0, 0, 1]
     assert out['same']['1x']['kept'] == pytest.approx([100, 100, 100])
     kept, lo, hi = out['spread']['scaled 2x']['kept']
     assert lo < 70 < kept < 90 < 99 < hi
@@ -196,6 +198,39 @@ def test_bootstrap_draws_seeds_then_digits():
     again, _ = digits_report.bootstrap(
         {'learned-pe': agree, 'same': agree, 'spread': spread}, [], 500, 0)
     assert again['spread'] == out['spread']
+
+
+def test_the_sweep_chooses_on_validation_digits_only(tmp_path, monkeypatch):
+    """--tune-lr trains each variant x seed x learning rate, never builds a
+    test set, and chooses per variant the learning rate of the highest mean
+    validation accuracy over the last epochs; a variant's own learning
+    rate (``variant_lr``) is the one it trains with."""
+    def no_test_sets(*args):
+        raise AssertionError('the sweep built the test sets')
+
+    monkeypatch.setattr(dc, 'make_test_sets', no_test_sets)
+    settings = dc.quick_settings()
+    settings.epochs = 6
+    results = dc.tune_lr(['no-pe', 'peg0'], [0, 1], [1e-4, 3e-3], settings,
+                         str(tmp_path), jobs=1)
+    assert len(results['runs']) == 8
+    assert all('accuracy' not in r for r in results['runs'])
+    for v, by_lr in results['score'].items():
+        for lr, scores in by_lr.items():
+            mine = [r for r in results['runs']
+                    if r['variant'] == v and r['lr'] == lr]
+            assert scores == [pytest.approx(np.mean(r['val_accuracy'][-5:]))
+                              for r in sorted(mine, key=lambda r: r['seed'])]
+        assert results['choice'][v] == max(by_lr,
+                                           key=lambda lr: np.mean(by_lr[lr]))
+    assert '**' in (tmp_path / 'tune.md').read_text()
+    assert json.loads((tmp_path / 'tune.json').read_text())['choice'] == \
+        results['choice']
+    assert (tmp_path / 'val_accuracy_lr0.003.svg').is_file()
+
+    settings.variant_lr = {'peg0': 2e-3}
+    assert dc.lr_of('peg0', settings) == 2e-3
+    assert dc.lr_of('no-pe', settings) == settings.lr
 
 
 def test_quick_run_end_to_end(tmp_path):
@@ -230,7 +265,8 @@ def test_quick_run_end_to_end(tmp_path):
         results['runs'][0]['accuracy']['1x'])
     assert summary['peg0']['interval']['1x']['kept'][0] == pytest.approx(100)
     table = (out / 'results.md').read_text()
-    assert '| PEG at 0 − learned PE |' in table and 'two-level' in table
+    assert '| PEG at 0 − learned PE |' in table
+    assert "† also after Holm's correction over the 6 differences" in table
     for figure in ('accuracy.svg', 'val_accuracy.svg'):
         assert '<svg' in (out / figure).read_text()
         assert f']({figure})' in table

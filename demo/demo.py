@@ -2,10 +2,12 @@
 PE twin trained side by side on generated data (``--seeds N``: N runs of
 each), tested without fine-tuning at the training size and on larger inputs.
 Compared twice: at the end of training, and at matched skill (the checkpoint
-of the model ahead whose training-size score is nearest the other's final
-one). 95 % intervals of a two-level bootstrap: each model's training runs,
-then the test images, paired between the models. Exit status 1 if a step
-fails or a trained model does not beat its untrained self."""
+of the model ahead whose score is nearest the other's final one, both scored
+at the training size on a validation split of the demo's own: other images
+than the test sets, which choose nothing). 95 % intervals from a bootstrap
+over each model's training runs and over the test images (paired between
+the models), with Student's t over the runs (:func:`interval`). Exit status
+1 if a step fails or a trained model does not beat its untrained self."""
 import argparse
 import functools
 import glob
@@ -96,16 +98,27 @@ def top1(preds_file: str) -> Accuracy:
 # canvas (its side) and scale (the test size): relative to the training ones
 TestSet = namedtuple('TestSet', 'label canvas scale', defaults=(1.0, 1.0))
 UNTRAINED, TRAIN_SIZE = TestSet('untrained'), TestSet('train size')
+# the images the matched-skill checkpoint is chosen on, at the training size:
+# not a test set (no row of the table)
+VALIDATION = TestSet('validation')
 SCALED = {s: TestSet(f'scaled {s:g}x', 1.0, s) for s in (1.5, 2.0)}
 CANVAS = {c: TestSet(f'canvas {c:g}x', c, c) for c in (1.5, 2.0)}
 
 # What differs between the tasks: models (PEG first), the data generator and
-# its arguments (with --quick; a canvas test set's), --cfg-options for a data
-# root, how a test keeps its predictions (keep) and scores them (score);
-# comparable: training-size scores this close make "kept" compare equals
-# (the matched-skill checkpoint must be this close); checkpoint_every: the
-# iterations between the checkpoints that the matched-skill comparison
-# searches.
+# its arguments (with --quick; a canvas test set's; the validation split's),
+# --cfg-options for a data root, how a test keeps its predictions (keep) and
+# scores them (score); comparable: training-size scores this close make
+# "kept" compare equals (the matched-skill checkpoint must be this close);
+# checkpoint_every: the iterations between the checkpoints that the
+# matched-skill comparison searches.
+#
+# The validation split: another generator seed (1; the test images are seed
+# 0's), so other scenes than the test sets, drawn as the training-size test
+# set is. Half as many images as that set: the search scores nine checkpoints
+# there (the model ahead's eight, the other's final one), where it scored
+# the model ahead's seven earlier ones on the test images, and the chosen
+# checkpoint is now tested at the training size too: about 20 % fewer
+# images to run than before, so the demo takes about as long.
 TASKS: Dict[str, Task] = {
     'det': Task(
         title='detection: RetinaNet with PVT-tiny, PEG vs learned PE (mmdet)',
@@ -121,6 +134,8 @@ TASKS: Dict[str, Task] = {
         canvas_data=lambda spec, c: dict(
             spec, num_train=0, canvas_scale=c, objects_per_image=[
                 max(1, round(n * c**2)) for n in spec['objects_per_image']]),
+        validation_data=lambda spec, quick: dict(
+            spec, num_train=0, num_val=8 if quick else 60, seed=1),
         train_size=lambda cfg: cfg.scale[0],
         num_classes=lambda cfg: len(cfg.classes),
         # mAP over every detection: an untrained model scores none above
@@ -146,6 +161,9 @@ TASKS: Dict[str, Task] = {
         quick_data=dict(train_per_class=20, val_per_class=6),
         canvas_data=lambda spec, c: dict(spec, train_per_class=0,
                                          canvas_scale=c),
+        validation_data=lambda spec, quick: dict(
+            spec, train_per_class=0, val_per_class=3 if quick else 25,
+            seed=1),
         train_size=lambda cfg: cfg.img_size,
         num_classes=lambda cfg: cfg.num_classes,
         options=lambda root: [f'{k}_dataloader.dataset.data_root={root}'
@@ -264,12 +282,14 @@ def header(task: Task) -> list:
             'kept: difference']
 
 
-def report(task: Task, stats: dict, sizes: dict, pair: tuple) -> tuple:
+def report(task: Task, stats: dict, sizes: dict, pair: tuple,
+           runs: int = 1) -> tuple:
     """The table rows of the models ``pair`` (keys of ``stats``, in the
     order of the task's models) on the tests both have, in the order of
-    ``sizes``, and ``{test: {model or 'difference': {figure: [value, 2.5th,
-    97.5th percentile of the resamples]}}}`` of each one's score and "kept"
-    (% of its training-size score), and the first minus the second."""
+    ``sizes``, and ``{test: {model or 'difference': {figure: [value, low,
+    high]}}}`` of each one's score and "kept" (% of its training-size
+    score), and the first minus the second: :func:`interval` of the
+    bootstrap of ``runs`` training runs of each model."""
     a, b = pair
     rows, figures = [], {}
     for label, size in sizes.items():
@@ -279,7 +299,8 @@ def report(task: Task, stats: dict, sizes: dict, pair: tuple) -> tuple:
         for m in () if label in (UNTRAINED.label, TRAIN_SIZE.label) else v:
             v[m]['kept %'] = 100 * stats[m][label] / stats[m][TRAIN_SIZE.label]
         v['difference'] = {k: v[a][k] - v[b][k] for k in v[a]}
-        figures[label] = fig = {m: {k: interval(x) for k, x in f.items()}
+        figures[label] = fig = {m: {k: interval(x, runs) for k, x in
+                                    f.items()}
                                 for m, f in v.items()}
         rows.append([label, f'{size} px'] + [cell(
             fig[m].get(k), task.fmt if k == task.metric else '{:.1f}',
@@ -329,11 +350,15 @@ def train(task: Task, runs: dict, data_root: str, epochs: int, iters: int,
 def test_runs(task_name: str, runs: dict, iters: int, sizes: dict,
               images: dict, cores: int) -> Optional[tuple]:
     """Test the runs ``{(model index, seed): work dir}``: the final
-    checkpoints (and the untrained models) on every test set and, of the
-    model ahead at the training size, the earlier checkpoints there (the
-    first model's with the final tests: it is expected ahead); then the
-    one whose score (mean over the runs) is nearest the other model's final
-    one, if within ``task.comparable``, on the other test sets.
+    checkpoints (and the untrained models) on every test set; then the
+    search for matched skill, which reads the validation images alone
+    (``images[VALIDATION.label]``, at the training size): the final
+    checkpoints there say which model is ahead, its every checkpoint is
+    scored there (the first model's earlier ones with the final tests: it
+    is expected ahead), and the one whose score (mean over the runs) is
+    nearest the other model's final one there, if within
+    ``task.comparable``, is tested on the test sets. So the test images
+    serve the final pair and the chosen checkpoint, and choose nothing.
     Returns ``({model: {test: [score per run]}}, {what the search
     found})``, or None if a step failed."""
     task = TASKS[task_name]
@@ -362,24 +387,29 @@ def test_runs(task_name: str, runs: dict, iters: int, sizes: dict,
     tests = (UNTRAINED, ) + task.test_sets
     earlier = list(range(task.checkpoint_every, iters, task.checkpoint_every))
 
-    def search(i):  # model i's earlier checkpoints at the training size
-        return [test(i, s, TRAIN_SIZE, it) for s in seeds for it in earlier]
+    def search(i):  # model i's earlier checkpoints on the validation images
+        return [test(i, s, VALIDATION, it) for s in seeds for it in earlier]
     if evaluate(task_name, [test(i, s, t, iters) for i, s in runs
-                            for t in tests] + search(0), cores):
+                            for t in tests + (VALIDATION, )] + search(0),
+                cores):
         return None
-    final = [mean(i, TRAIN_SIZE, iters) for i in range(len(names))]
+    final = [mean(i, VALIDATION, iters) for i in range(len(names))]
     lead = int(final[1] > final[0])
     if lead and evaluate(task_name, search(lead), cores):
         return None
-    curve = {it: mean(lead, TRAIN_SIZE, it) for it in earlier + [iters]}
+    curve = {it: mean(lead, VALIDATION, it) for it in earlier + [iters]}
     at = nearest(curve, final[1 - lead])
-    found = dict(model=names[lead], other=names[1 - lead], curve=curve,
-                 target=final[1 - lead], iteration=at,
+    found = dict(model=names[lead], other=names[1 - lead],
+                 chosen_on=dict(images=images[VALIDATION.label],
+                                num_images=score(test(
+                                    lead, 0, VALIDATION, iters)).num_images,
+                                size=sizes[VALIDATION.label]),
+                 curve=curve, target=final[1 - lead], iteration=at,
                  difference=curve[at] - final[1 - lead],
                  within=task.comparable, name=None, figures=None)
     if at != iters and abs(found['difference']) <= task.comparable:
         if evaluate(task_name, [test(lead, s, t, at) for s in seeds
-                                for t in task.test_sets[1:]], cores):
+                                for t in task.test_sets], cores):
             return None
         found['name'] = f'{names[lead]} at iter {at}'
     all_scores = {names[i]: {t.label: scores(i, t, iters) for t in tests}
@@ -393,17 +423,22 @@ def test_runs(task_name: str, runs: dict, iters: int, sizes: dict,
 def matched_text(task: Task, found: dict, iters: int, seeds: int) -> str:
     """What the search for matched skill found, in a sentence or three."""
     signed = task.fmt.replace('{:', '{:+').format(found['difference'])
-    lead, at = found['model'], found['iteration']
-    text = (f'{lead}\'s checkpoints at the training size ({task.metric}'
-            f'{f", mean of {seeds} runs" * (seeds > 1)}): ' + ', '.join(
+    lead, at, on = found['model'], found['iteration'], found['chosen_on']
+    text = (f'Chosen on the {on["num_images"]} validation images '
+            f'({on["images"]}, generator seed {on["seed"]}: none of them a '
+            f'test image), at the training size: {lead}\'s checkpoints '
+            f'({task.metric}{f", mean of {seeds} runs" * (seeds > 1)}): '
+            + ', '.join(
                 f'iter {k} {task.fmt.format(v)}'
                 for k, v in found['curve'].items())
             + f'; {found["other"]}\'s final: '
             f'{task.fmt.format(found["target"])}. ')
     if found['name']:
         return text + (f'Matched skill: {lead} at iteration {at} of {iters} '
-                       f'({signed} from it).')
-    if at == iters:
+                       f'({signed} from it on the validation images); its '
+                       'figures on the test sets are the rows "at matched '
+                       'skill".')
+    if at == iters and abs(found['difference']) <= task.comparable:
         return text + (f'No earlier checkpoint of {lead} is nearer: the '
                        'final pair is the comparison at matched skill.')
     return text + (f'No checkpoint of {lead} is within {task.comparable:g} '
@@ -425,6 +460,10 @@ def run(task_name: str, quick: bool, data_root: Optional[str],
     infos = {c: ensure_data(task, root, spec if c == 1 else
                             task.canvas_data(spec, c))
              for c, root in roots.items()}
+    # beside the test sets, not among them: what the search reads
+    validation_root = f'{data_root}_select'
+    validation = ensure_data(task, validation_root,
+                             task.validation_data(spec, quick))
     if glob.glob(osp.join(work_dir, '**', '*.train.log'), recursive=True):
         shutil.rmtree(work_dir)  # an earlier demo's: its results would mix
     names = [n for n, _ in task.models]
@@ -442,20 +481,22 @@ def run(task_name: str, quick: bool, data_root: Optional[str],
         return 1
     t_train = time.time()
     tests = (UNTRAINED, ) + task.test_sets
-    sizes = {t.label: round(size * t.scale) for t in tests}
-    images = {t.label: roots[t.canvas] for t in tests}
+    sizes = {t.label: round(size * t.scale) for t in tests + (VALIDATION, )}
+    images = dict({t.label: roots[t.canvas] for t in tests},
+                  **{VALIDATION.label: validation_root})
     tested = test_runs(task_name, runs, iters, sizes, images, cores)
     if tested is None:
         return 1
     t_test = time.time()
     stats = bootstrap(tested[0], images, RESAMPLES, SEED)
     found = tested[1]
-    rows, figures = report(task, stats, sizes, tuple(names))
+    found['chosen_on']['seed'] = validation['seed']
+    rows, figures = report(task, stats, sizes, tuple(names), seeds)
     series = [(n, figures) for n in names]
     if found['name']:
         pair = [found['name'] if n == found['model'] else n for n in names]
         matched_rows, found['figures'] = report(task, stats, sizes,
-                                                tuple(pair))
+                                                tuple(pair), seeds)
         rows += [[f'**at matched skill: {found["name"]} of {iters} against '
                   f'{found["other"]}**'] + [''] * 7] + matched_rows
         series.append((found['name'], found['figures']))
@@ -464,9 +505,10 @@ def run(task_name: str, quick: bool, data_root: Optional[str],
              f'{" / ".join(str(i["num_val"]) for i in infos.values())} images'
              f' ({", ".join(roots.values())}); training runs of each '
              f'model: {seeds} (seed {"0" if seeds == 1 else f"0-{seeds - 1}"}'
-             f'); 95 % intervals of {RESAMPLES} bootstrap resamples of the '
-             'runs of each model, then of the images, paired between the '
-             'models (*: excludes 0)' + (
+             f'); 95 % intervals from {RESAMPLES} bootstrap resamples of the '
+             f'runs of each model and {RESAMPLES} of the images, paired '
+             'between the models, value +- t * se (Student\'s t over the '
+             'runs; *: excludes 0)' + (
                  '; one run: the intervals cover the test images only'
                  if seeds == 1 else ''))
     table = '\n'.join('| ' + ' | '.join(r) + ' |' for r in [
@@ -514,7 +556,9 @@ def main(argv=None):
     parser.add_argument('--seeds', type=int, default=1, help='training runs '
                         'of each model (seeds 0 to N-1); default: 1')
     parser.add_argument('--data-root', help="default: the config's (canvas "
-                        'test sets beside it: <root>_canvas<c>x)')
+                        'test sets beside it: <root>_canvas<c>x; the '
+                        'validation images that choose the matched-skill '
+                        'checkpoint: <root>_select)')
     parser.add_argument('--work-dir', help='default: work_dirs/demo_<task>')
     parser.add_argument('--evaluate', help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

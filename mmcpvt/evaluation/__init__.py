@@ -1,3 +1,4 @@
-"""Intervals of evaluation figures: the two-level paired bootstrap
-(:mod:`.bootstrap`) of the demo and the digit reproduction. ``import
+"""Intervals of evaluation figures: the paired bootstrap over training runs
+and test images, with Student's t over the runs (:mod:`.bootstrap`), of the
+demo and the digit reproduction. ``import
 mmcpvt`` does not import it."""

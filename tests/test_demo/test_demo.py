@@ -1,10 +1,12 @@
 """The demo (demo/demo.py, ``make demo``): the task table, the scores and
 their paired bootstrap (pycocotools' mAP reproduced, for any weighting of
-the test images), the table, and ``--task cls --quick`` end to end."""
+the test images), the table, the matched-skill search (on the validation
+images alone), and ``--task cls --quick`` end to end."""
 import contextlib
 import glob
 import io
 import json
+import os
 import os.path as osp
 import re
 import sys
@@ -25,8 +27,10 @@ def demo():
 def test_demo_task_table(demo, name, tmp_path, capsys):
     """Both configs of a task build and run at every test size; the
     options the flow derives land on keys the configs have; the generator
-    makes the training and canvas sets from the table's arguments, and a
-    second call keeps a set that is there."""
+    makes the training, canvas and validation sets from the table's
+    arguments, and a second call keeps a set that is there. The validation
+    split is drawn as the training-size test set is, from another seed:
+    half as many images, none of them a test image."""
     import importlib
 
     import torch
@@ -58,6 +62,22 @@ def test_demo_task_table(demo, name, tmp_path, capsys):
     canvas = demo.ensure_data(task, str(tmp_path / 'tiny2x'),
                               task.canvas_data(spec, 2.0))
     assert canvas['num_train'] == 0 and canvas['canvas_scale'] == 2.0
+    full = dict(task.data, num_classes=task.num_classes(cfgs[0]), size=size)
+    changed = {k: v for k, v in task.validation_data(full, False).items()
+               if full.get(k) != v}
+    train, count = dict(det=('num_train', 'num_val'), cls=(
+        'train_per_class', 'val_per_class'))[name]
+    assert changed == {train: 0, count: full[count] // 2, 'seed': 1}
+    validation = demo.ensure_data(task, str(tmp_path / 'tiny_select'),
+                                  task.validation_data(spec, True))
+    assert validation['num_train'] == 0 and validation['seed'] == 1
+
+    def pixels(root):  # of the validation (= test) images of a set
+        return {open(f, 'rb').read() for f in glob.glob(osp.join(
+            root, 'val*', '*.*')) if f.endswith(('.jpg', '.JPEG'))}
+    assert pixels(str(tmp_path / 'tiny_select'))
+    assert not pixels(str(tmp_path / 'tiny_select')) & pixels(
+        str(tmp_path / 'tiny'))
 
     init_default_scope(cfgs[0].default_scope)
     registry = importlib.import_module(f'{cfgs[0].default_scope}.registry')
@@ -171,10 +191,11 @@ def test_bootstrap_is_paired(demo):
 
 def test_report_of_runs_that_disagree(demo):
     """Two training runs of each model, right on every image or on none:
-    the interval of a difference spans what the runs span (the run draw),
-    where the first runs alone give a zero-width one; a model at an
-    earlier checkpoint is reported against the other's final one by
-    name."""
+    the interval of a difference, for two runs, is wider than what the
+    runs span (Student's t with one degree of freedom), where counted as
+    one run (the images alone) or with runs that agree it has no width; a
+    model at an earlier checkpoint is reported against the other's final
+    one by name."""
     ones, zeros = demo.Accuracy(np.ones(50)), demo.Accuracy(np.zeros(50))
     task, sizes = demo.TASKS['cls'], {'train size': 64}
 
@@ -186,14 +207,17 @@ def test_report_of_runs_that_disagree(demo):
         return demo.bootstrap(scores, {'train size': 'data'}, resamples=400)
 
     stats = figures([ones, zeros], [zeros, zeros], [ones, ones])
-    _, fig = demo.report(task, stats, sizes, ('PEG', 'learned PE'))
+    _, fig = demo.report(task, stats, sizes, ('PEG', 'learned PE'), runs=2)
     # PEG's runs: 100 and 0; a draw of two of them gives 0, 50 or 100
-    assert fig['train size']['difference']['top-1 %'] == [50, 0, 100]
+    value, low, high = fig['train size']['difference']['top-1 %']
+    assert value == 50 and low < 0 and high > 100
+    _, fig = demo.report(task, stats, sizes, ('PEG', 'learned PE'))
+    assert fig['train size']['difference']['top-1 %'] == [50, 50, 50]
     _, fig = demo.report(task, figures([ones], [zeros]), sizes,
                          ('PEG', 'learned PE'))
     assert fig['train size']['difference']['top-1 %'] == [100, 100, 100]
     rows, fig = demo.report(task, stats, sizes,
-                            ('PEG at iter 30', 'learned PE'))
+                            ('PEG at iter 30', 'learned PE'), runs=2)
     assert set(fig['train size']) == {'PEG at iter 30', 'learned PE',
                                       'difference'}
     assert rows[0][2:5] == ['100.0 [100.0, 100.0]', '0.0 [0.0, 0.0]',
@@ -208,6 +232,122 @@ def test_nearest_checkpoint(demo):
     assert demo.nearest(curve, 0.19) == 90
     assert demo.nearest(curve, 0.5) == 240
     assert demo.nearest({60: 0.1, 30: 0.3}, 0.2) == 30
+
+
+def _search(demo, monkeypatch, tmp_path, validation, test):
+    """``test_runs`` of two runs of each classifier (240 iterations, a
+    checkpoint every 60), the tests recorded rather than run and their
+    scores made up: ``validation[model, iteration]`` (top-1 %) on the
+    validation images, ``test[model, iteration]`` (0: untrained; 50 if not
+    given) on every test set. Returns the tests asked for, call by call,
+    and what ``test_runs`` returned."""
+    task, calls = demo.TASKS['cls'], []
+    monkeypatch.setattr(demo, 'evaluate',
+                        lambda name, tests, cores: calls.append(tests) or 0)
+
+    def score(out, root):
+        i = int(re.search(r'model(\d)', out)[1])
+        it = re.search(r'iter_(\d+)', out)
+        value = validation[i, int(it[1])] if root == 'val' else test.get(
+            (i, int(it[1]) if it else 0), 50)
+        return demo.Accuracy(np.arange(100) < value)  # value % right
+    monkeypatch.setitem(demo.TASKS, 'cls',
+                        demo.Task(**dict(vars(task), score=score)))
+    runs = {(i, s): str(tmp_path / f'model{i}' / f'seed{s}')
+            for s in (0, 1) for i in (0, 1)}
+    labels = [t.label for t in (demo.UNTRAINED, ) + task.test_sets]
+    images = dict({label: f'test_{label}' for label in labels},
+                  validation='val')
+    sizes = {label: 64 for label in images}
+    return calls, demo.test_runs('cls', runs, 240, sizes, images, cores=2)
+
+
+@pytest.mark.parametrize('case', ['PEG ahead', 'twin ahead on validation',
+                                  'none within'])
+def test_matched_skill_is_chosen_on_the_validation_images(
+        demo, monkeypatch, tmp_path, case):
+    """The search reads the validation images alone: they say which model
+    is ahead (here not what the test sets would say), its checkpoints are
+    scored there, and the one nearest the other's final score there is
+    chosen (on the test sets another would be nearest); only that one of
+    the earlier checkpoints is then tested on the test sets, last; none if
+    none is within 5 points."""
+    test = {(0, 240): 95, (1, 240): 60, (0, 180): 60, (0, 120): 20,
+            (0, 60): 10, (0, 0): 10, (1, 0): 10}  # on test: iter 180
+    validation = {
+        'PEG ahead': {(0, 60): 30, (0, 120): 50, (0, 180): 80, (0, 240): 90,
+                      (1, 240): 52},
+        'twin ahead on validation': {
+            (0, 60): 10, (0, 120): 20, (0, 180): 40, (0, 240): 52,
+            (1, 60): 30, (1, 120): 54, (1, 180): 80, (1, 240): 90},
+        'none within': {(0, 60): 10, (0, 120): 20, (0, 180): 80,
+                        (0, 240): 90, (1, 240): 52}}[case]
+    calls, (scores, found) = _search(demo, monkeypatch, tmp_path,
+                                     validation, test)
+    lead = 1 if case == 'twin ahead on validation' else 0
+    chosen = None if case == 'none within' else 120
+    names = ['PEG', 'learned PE']
+    assert (found['model'], found['other']) == (names[lead], names[1 - lead])
+    assert found['curve'] == {it: validation[lead, it]
+                              for it in (60, 120, 180, 240)}
+    assert found['target'] == validation[1 - lead, 240]
+    assert found['iteration'] == (180 if chosen is None else chosen)
+    assert found['difference'] == pytest.approx(
+        validation[lead, found['iteration']] - found['target'])
+    assert found['chosen_on'] == dict(images='val', num_images=100, size=64)
+    assert found['name'] == (chosen and f'{names[lead]} at iter {chosen}')
+
+    tests = [t for call in calls for t in call]
+    assert len(tests) == len(set(tests))  # each test once
+    for t in tests:  # the validation images: at the training size, alone
+        assert (t.root == 'val') == (t.label == 'validation') and t.size == 64
+    task_sets = [t.label for t in demo.TASKS['cls'].test_sets]
+    earlier = [t for t in tests if not t.checkpoint.endswith(
+        ('iter_240.pth', 'untrained.pth'))]
+    on_test = [t for t in earlier if t.root != 'val']
+    assert sorted((t.model, t.seed, t.label) for t in on_test) == sorted(
+        (lead, s, label) for s in (0, 1) for label in task_sets
+        if chosen)
+    assert all(t.checkpoint.endswith(f'iter_{chosen}.pth') for t in on_test)
+    if chosen:  # after the search, in a call of its own
+        assert calls[-1] == on_test
+    searched = {(t.model, t.seed, osp.basename(t.checkpoint))
+                for t in earlier if t.root == 'val'}
+    assert {(lead, s, f'iter_{it}.pth') for s in (0, 1)
+            for it in (60, 120, 180)} <= searched
+    final = {(t.model, t.label) for t in tests
+             if t.checkpoint.endswith(('iter_240.pth', 'untrained.pth'))}
+    assert final == {(i, label) for i in (0, 1)
+                     for label in ['untrained', 'validation'] + task_sets}
+    # the validation images are no row of the table
+    assert all('validation' not in by_test for by_test in scores.values())
+    assert set(scores) == set(names) | ({found['name']} - {None})
+
+
+def test_matched_text_names_the_validation_images(demo, monkeypatch,
+                                                  tmp_path):
+    """The sentence under the table says where the choice was made: on how
+    many validation images, which, of which generator seed."""
+    _, (_, found) = _search(demo, monkeypatch, tmp_path, {
+        (0, 60): 30, (0, 120): 50, (0, 180): 80, (0, 240): 90,
+        (1, 240): 52}, {})
+    found['chosen_on']['seed'] = 1  # run() adds it, from the set made
+    text = demo.matched_text(demo.TASKS['cls'], found, 240, 2)
+    assert text.startswith('Chosen on the 100 validation images (val, '
+                           'generator seed 1: none of them a test image), '
+                           "at the training size: PEG's checkpoints (top-1 "
+                           '%, mean of 2 runs): iter 60 30.0, iter 120 50.0,'
+                           " iter 180 80.0, iter 240 90.0; learned PE's "
+                           'final: 52.0. ')
+    assert text.endswith('Matched skill: PEG at iteration 120 of 240 (-2.0 '
+                         'from it on the validation images); its figures on '
+                         'the test sets are the rows "at matched skill".')
+    # the final checkpoint nearest, but not within the allowed distance:
+    # no comparison at matched skill, not "the final pair"
+    far = dict(found, name=None, iteration=240, difference=-38.0)
+    assert demo.matched_text(demo.TASKS['cls'], far, 240, 2).endswith(
+        'No checkpoint of PEG is within 5 (the nearest, iteration 240, is '
+        '-38.0 away): no comparison at matched skill.')
 
 
 def test_evaluate_shares_the_pixels_out(demo, monkeypatch):
@@ -280,8 +420,9 @@ def test_det_evaluation_keeps_what_mmdet_scores(demo, tmp_path):
 def test_demo_cls_quick(tmp_path):
     """``demo/demo.py --task cls --quick --seeds 2`` end to end: data, two
     runs of each model trained (two at a time; the runs of a model differ),
-    tested on every set, checkpoints searched for matched skill, a table
-    with intervals, the results file and the plot."""
+    tested on every set, checkpoints searched for matched skill on the
+    validation images (an earlier checkpoint reaches a test set only if
+    chosen), a table with intervals, the results file and the plot."""
     data_root, work_dir = str(tmp_path / 'data'), str(tmp_path / 'work')
     proc = run_tool('demo/demo.py', '--task', 'cls', '--quick', '--seeds',
                     '2', '--data-root', data_root, '--work-dir', work_dir,
@@ -317,11 +458,33 @@ def test_demo_cls_quick(tmp_path):
     low, high = fig['difference']['kept %'][1:]
     assert low <= fig['difference']['kept %'][0] <= high
     # 105 iterations, a checkpoint every 60: the model ahead's at 60 and
-    # at the end scored at the training size, the nearest one chosen
+    # at the end scored on the validation images (3 of each of the 10
+    # classes, beside the data root) at the training size, the nearest one
+    # chosen
     matched = results['matched']
+    assert matched['chosen_on'] == dict(images=f'{data_root}_select',
+                                        num_images=30, size=64, seed=1)
+    assert results['images']['validation'] == f'{data_root}_select'
+    assert 'Chosen on the 30 validation images' in out
     assert list(matched['curve']) == ['60', '105']
     assert matched['iteration'] == demo_nearest(matched)
     lead = matched['model']
+    test_sets = {t.replace(' ', '_') for t in results['figures']
+                 if t != 'untrained'}
+    for model in ('peg', 'learned_pe'):
+        ahead = model == lead.replace(' ', '_').lower()
+        chosen = ahead and matched['figures'] is not None
+        for seed in (0, 1):
+            tested = osp.join(work_dir, model, f'seed{seed}', 'test')
+            assert set(os.listdir(osp.join(tested, 'iter_105'))) == \
+                test_sets | {'validation'}
+            # PEG's earlier checkpoint is searched with the final tests
+            # (expected ahead), the twin's only if it is ahead
+            if model == 'peg' or ahead:
+                assert set(os.listdir(osp.join(tested, 'iter_60'))) == (
+                    test_sets | {'validation'} if chosen else {'validation'})
+            else:
+                assert not osp.exists(osp.join(tested, 'iter_60'))
     if matched['figures'] is not None:  # near enough: the second table
         assert matched['iteration'] == 60
         assert abs(matched['difference']) <= matched['within']

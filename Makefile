@@ -1,7 +1,8 @@
 # mmcpvt: `make demo` runs the main job on built-in data, `make test` the tests,
 # `make reproduce` the digit-canvas reproduction (docs/reproduction.md),
 # `make reproduce-controls` its controls of the PEG (taking back the runs of
-# `make reproduce` where they exist).
+# `make reproduce` where they exist), `make reproduce-confirm` the default
+# run again on seeds 5-9, which chose nothing of the recipe.
 # Every target does its own set-up and is idempotent. The suite on the GPU
 # machines' torch and Python, in a second environment:
 #   make test VENV=.venv-torch2.11 PYTHON=python3.12 TORCH_REQS=requirements/torch-2.11.txt
@@ -12,7 +13,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.mmcpvt-installed
 REQS := setup.py $(wildcard requirements/*.txt) tools/install/build_mmcv.sh
 
-.PHONY: install test demo reproduce reproduce-controls clean
+.PHONY: install test demo reproduce reproduce-controls reproduce-confirm clean
 
 install: $(STAMP)
 
@@ -40,6 +41,10 @@ demo: install
 
 reproduce: install
 	$(PY) projects/digits_canvas/digits_canvas.py --instruments
+
+reproduce-confirm: install
+	$(PY) projects/digits_canvas/digits_canvas.py --seeds 5 6 7 8 9 \
+		--out-dir work_dirs/reproduction_confirm
 
 reproduce-controls: install
 	$(PY) projects/digits_canvas/digits_canvas.py --variants controls --instruments \

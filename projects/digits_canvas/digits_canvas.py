@@ -32,13 +32,14 @@ from mmcpvt.utils.path import check_output_dir
 from digits_data import (CONTROL_VARIANTS, DEFAULT_VARIANTS, NUM_CLASSES,
                          PIXEL_MEAN, PIXEL_STD, REFERENCE, TEST_SETS,
                          LABELS, VARIANT_NAMES, VARIANTS, Settings,
-                         load_split, lr_of,
+                         epochs_of, load_split, lr_of, recipes,
                          make_test_sets, place, random_zoom, upscale)
 from digits_report import (markdown_table, markdown_tables, plot,
                            plot_validation,
                            run_instruments, summarise)
 
 # the learning-rate sweep scores the validation accuracy of the last epochs
+# (the curve's end, less noisy than its last point)
 TUNE_LAST_EPOCHS = 5
 
 
@@ -96,9 +97,9 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list:
 
 
 def train(model: torch.nn.Module, data: dict, settings: Settings,
-          seed: int, val: tuple, lr: float) -> dict:
-    """Train in place for ``settings.epochs``, the learning rate (peak
-    ``lr``) annealed to zero at the last one, and keep the final weights; ``val`` (1x canvases,
+          seed: int, val: tuple, lr: float, epochs: int) -> dict:
+    """Train in place for ``epochs``, the learning rate (peak ``lr``)
+    annealed to zero at the last one, and keep the final weights; ``val`` (1x canvases,
     labels) is scored after every epoch, to watch, not to choose. A plain
     loop, not an mmengine Runner: the data is a tensor regenerated every
     epoch (new places and zooms)."""
@@ -106,7 +107,7 @@ def train(model: torch.nn.Module, data: dict, settings: Settings,
     x, y = data['train']
     digits, n = upscale(x, settings.digit), len(y)
     steps_per_epoch = math.ceil(n / settings.batch_size)
-    total = settings.epochs * steps_per_epoch
+    total = epochs * steps_per_epoch
     warmup = min(settings.warmup_epochs * steps_per_epoch, total // 2)
     optimizer = torch.optim.AdamW(
         param_groups(model, settings.weight_decay), lr=lr)
@@ -120,7 +121,7 @@ def train(model: torch.nn.Module, data: dict, settings: Settings,
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)
     loss_fn = model.head.loss_module
     start, val_acc, losses = time.perf_counter(), [], []
-    for _ in range(settings.epochs):
+    for _ in range(epochs):
         model.train()
         canvases, corners = place(digits, settings.canvas, g)
         images = random_zoom(canvases, corners, settings.digit,
@@ -138,7 +139,7 @@ def train(model: torch.nn.Module, data: dict, settings: Settings,
         losses.append(loss_sum / n)
         val_acc.append(100 * float(correct(model, *val).mean()))
     model.eval()
-    return dict(epochs=settings.epochs, lr=lr, val_accuracy=val_acc,
+    return dict(epochs=epochs, lr=lr, val_accuracy=val_acc,
                 train_loss=losses, train_time_s=time.perf_counter() - start)
 
 
@@ -175,7 +176,7 @@ def train_and_test(name: str, seed: int, settings: Settings, out_dir: str,
     val = place(upscale(x_val, settings.digit), settings.canvas,
                 torch.Generator().manual_seed(settings.test_seed + 1))[0]
     stats = train(model, data, settings, seed, (val, y_val),
-                  lr_of(name, settings))
+                  lr_of(name, settings), epochs_of(name, settings))
     record = dict(variant=name, seed=seed,
                   params=sum(p.numel() for p in model.parameters()))
     if test:
@@ -274,7 +275,7 @@ def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
     data = load_split(settings)
     print(f'[reproduce] {len(data["train"][1])} training / '
           f'{len(data["val"][1])} validation / {len(data["test"][1])} test '
-          f'digits; {len(todo)} models, {settings.epochs} epochs each' +
+          f'digits; {len(todo)} models ({recipes(variants, settings)})' +
           (f' ({len(done)} taken from {reuse})' if done else '') + ', ' +
           (f'{jobs} at a time (one process and thread each)' if jobs > 1
            else f'one at a time, {torch.get_num_threads()} thread(s)'))
@@ -294,7 +295,7 @@ def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
                    seeds=list(seeds), runs=runs, summary=summary)
     figures = ['accuracy.png', 'accuracy.svg', 'val_accuracy.png',
                'val_accuracy.svg']
-    table = (markdown_tables(summary, settings.epochs) +
+    table = (markdown_tables(summary, recipes(list(summary), settings)) +
              '\n![accuracy and kept per test set](accuracy.svg)\n\n'
              '![validation accuracy against epoch](val_accuracy.svg)\n')
     if instruments:
@@ -316,60 +317,75 @@ def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
     return results
 
 
-def tune_lr(variants: Sequence[str], seeds: Sequence[int],
-            lrs: Sequence[float], settings: Settings, out_dir: str,
-            jobs: int = 1) -> dict:
-    """The learning-rate sweep: train every variant x seed x peak learning
-    rate with ``settings`` otherwise, score the validation digits only (no
-    test set is built) and choose each variant's learning rate: the highest
-    mean, over the seeds, of its validation accuracy over the last
-    :data:`TUNE_LAST_EPOCHS` epochs (the first of the grid on a tie).
-    Writes tune.json, tune.md and a validation-curve figure per learning
-    rate; returns what tune.json holds."""
+def tune(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
+         out_dir: str, lrs: Sequence[float] = (), epochs: Sequence[int] = (),
+         match: Optional[float] = None, jobs: int = 1) -> dict:
+    """A sweep on the validation digits: train every variant x seed at each
+    peak learning rate of ``lrs`` (or each length of ``epochs``), the rest
+    of the recipe ``settings``', score the validation digits only (no test
+    set is built) and choose for each variant:
+
+    - a learning rate: the highest mean, over the seeds, of the validation
+      accuracy over the last :data:`TUNE_LAST_EPOCHS` epochs (the first of
+      the grid on a tie);
+    - a length: the one whose final validation accuracy, the mean over the
+      seeds, is nearest ``match`` (another variant's, to train a variant
+      to the same skill; the shorter on a tie).
+
+    Writes tune.json, tune.md and a validation-curve figure per point of
+    the grid; returns what tune.json holds.
+    """
     start = time.perf_counter()
     os.makedirs(out_dir, exist_ok=True)
-    todo = [(v, s, replace(settings, lr=lr, variant_lr={}), out_dir, False)
-            for lr in lrs for v in VARIANT_NAMES if v in variants
+    key = 'lr' if lrs else 'epochs'
+    grid = list(lrs or epochs)
+    todo = [(v, s, replace(settings, lr=x, variant_lr={}) if lrs else
+             replace(settings, epochs=x, variant_epochs={}), out_dir, False)
+            for x in grid for v in VARIANT_NAMES if v in variants
             for s in seeds]
     jobs = max(1, min(jobs, len(todo)))
-    print(f'[tune] {len(todo)} models ({len(lrs)} learning rates), '
-          f'{settings.epochs} epochs each, {jobs} at a time; validation '
-          'digits only')
+    print(f'[tune] {len(todo)} models ({len(grid)} values of {key}), '
+          f'{jobs} at a time; validation digits only')
     runs = []
     for record in train_all(todo, jobs):
         runs.append(record)
         print(progress(record, runs, len(todo), jobs, start))
-    score = {v: {lr: [float(np.mean(r['val_accuracy'][-TUNE_LAST_EPOCHS:]))
-                      for s in seeds for r in runs if r['variant'] == v and
-                      r['seed'] == s and r['lr'] == lr] for lr in lrs}
+    last = TUNE_LAST_EPOCHS if lrs else 1
+    score = {v: {x: [float(np.mean(r['val_accuracy'][-last:]))
+                     for s in seeds for r in runs if r['variant'] == v and
+                     r['seed'] == s and r[key] == x] for x in grid}
              for v in VARIANT_NAMES if v in variants}
-    choice = {v: max(lrs, key=lambda lr: (np.mean(by_lr[lr]),
-                                          -lrs.index(lr)))
-              for v, by_lr in score.items()}
+    if lrs:
+        choice = {v: max(grid, key=lambda x: (np.mean(by[x]), -grid.index(x)))
+                  for v, by in score.items()}
+        rule = (f'the mean over the last {TUNE_LAST_EPOCHS} epochs; '
+                f'**bold**: the highest, chosen')
+    else:
+        choice = {v: min(grid, key=lambda x: (abs(np.mean(by[x]) - match), x))
+                  for v, by in score.items()}
+        rule = f'the final epoch; **bold**: the nearest {match:g}, chosen'
     table = markdown_table(
-        f'Validation accuracy at 1x, % (the mean over the last '
-        f'{TUNE_LAST_EPOCHS} of {settings.epochs} epochs; mean over seeds '
-        f'{", ".join(map(str, seeds))} [each seed]); **bold**: the learning '
-        'rate chosen', [f'lr {lr:g}' for lr in lrs],
-        [(LABELS[v], [('**{:.1f}**' if choice[v] == lr else '{:.1f}').format(
-            np.mean(by_lr[lr])) + ' [' + ', '.join(
-                f'{x:.1f}' for x in by_lr[lr]) + ']' for lr in lrs])
-         for v, by_lr in score.items()])
-    results = dict(settings=asdict(settings), lrs=list(lrs),
-                   seeds=list(seeds), last_epochs=TUNE_LAST_EPOCHS,
-                   score=score, choice=choice, runs=runs,
+        f'Validation accuracy at 1x, % ({rule}; mean over seeds '
+        f'{", ".join(map(str, seeds))} [each seed])', [
+            f'{key} {x:g}' for x in grid],
+        [(LABELS[v], [('**{:.1f}**' if choice[v] == x else '{:.1f}').format(
+            np.mean(by[x])) + ' [' + ', '.join(f'{y:.1f}' for y in by[x]) +
+            ']' for x in grid]) for v, by in score.items()])
+    results = dict(settings=asdict(settings), key=key, grid=grid,
+                   seeds=list(seeds), match=match, score=score,
+                   choice=choice, runs=runs,
                    wall_time_s=time.perf_counter() - start)
     with open(osp.join(out_dir, 'tune.json'), 'w') as f:
         json.dump(results, f, indent=1)
     with open(osp.join(out_dir, 'tune.md'), 'w') as f:
         f.write(table)
-    for lr in lrs:
-        plot_validation([r for r in runs if r['lr'] == lr], [
-            osp.join(out_dir, f'val_accuracy_lr{lr:g}.{ext}')
-            for ext in ('png', 'svg')], f'peak learning rate {lr:g}')
+    for x in grid:
+        plot_validation([r for r in runs if r[key] == x], [
+            osp.join(out_dir, f'val_accuracy_{key}{x:g}.{ext}')
+            for ext in ('png', 'svg')], f'{key} {x:g}')
     print('\n' + table)
-    print(f'[tune] chosen: {choice}; wrote {out_dir}/tune.json, tune.md, '
-          f'val_accuracy_lr*.svg; wall time '
+    print(f'[tune] chosen {key}: {choice}; wrote {out_dir}/tune.json, '
+          f'tune.md, val_accuracy_{key}*.svg; wall time '
           f'{fmt_time(results["wall_time_s"])}')
     return results
 
@@ -377,7 +393,8 @@ def tune_lr(variants: Sequence[str], seeds: Sequence[int],
 def quick_settings() -> Settings:
     """A few seconds of training: for the tests, not for numbers."""
     s = Settings(canvas=16, digit=12, max_zoom=1.5, epochs=5,
-                 warmup_epochs=1, lr=3e-3, resamples=200)
+                 warmup_epochs=1, lr=3e-3, variant_lr={}, variant_epochs={},
+                 resamples=200)
     s.backbone['arch'] = dict(embed_dims=32, num_layers=4, num_heads=2,
                               feedforward_channels=64)
     return s
@@ -394,7 +411,8 @@ def parse_args(argv=None):
     add('--seeds', nargs='+', type=int, default=list(range(5)),
         help='default: 0-4')
     add('--epochs', type=int,
-        help=f'every model, default: {Settings.epochs}')
+        help=f'every model (default: {Settings.epochs}, or the variant\'s '
+        'own)')
     add('--out-dir', default='work_dirs/reproduction')
     add('--reuse', metavar='DIR', help='take the runs (variant, seed) that '
         'DIR, the --out-dir of a former run with the same settings, holds '
@@ -407,6 +425,11 @@ def parse_args(argv=None):
         help='train each variant x seed at each of these peak learning '
         'rates, score the validation digits only, and choose each '
         'variant\'s learning rate (writes tune.json, tune.md)')
+    add('--tune-epochs', type=int, nargs='+', metavar='N',
+        help='the same for the length: choose the one whose final '
+        'validation accuracy is nearest --match')
+    add('--match', type=float, metavar='ACC',
+        help='with --tune-epochs: the validation accuracy (%%) to match')
     add('--quick', action='store_true', help='tiny model (for tests)')
     add('--instruments', action='store_true', help='position probe, '
         'translation equivariance and attention of the seed-0 models')
@@ -421,10 +444,16 @@ def parse_args(argv=None):
                       seeds=args.seeds)
         check_options(checked(int, lambda v: v >= 1, 'must be 1 or more'),
                       epochs=args.epochs, jobs=args.jobs)
-        check_options(positive, lr=args.lr, tune_lr=args.tune_lr)
+        check_options(positive, lr=args.lr, tune_lr=args.tune_lr,
+                      tune_epochs=args.tune_epochs)
         check_output_dir('--out-dir', args.out_dir, 'the results')
     except ValueError as e:
         parser.error(str(e))
+    if args.tune_lr and args.tune_epochs:
+        parser.error('--tune-lr and --tune-epochs: one sweep at a time')
+    if args.tune_epochs and args.match is None:
+        parser.error('--tune-epochs needs --match, the validation accuracy '
+                     'to train to')
     if len(set(args.seeds)) < len(args.seeds):  # one run per (variant, seed)
         parser.error(f'--seeds: each seed once, got {args.seeds}')
     if 'all' in args.variants:
@@ -439,12 +468,13 @@ def main(argv=None):
     args = parse_args(argv)
     settings = quick_settings() if args.quick else Settings()
     if args.epochs is not None:
-        settings.epochs = args.epochs
+        settings.epochs, settings.variant_epochs = args.epochs, {}
     if args.lr is not None:
         settings.lr, settings.variant_lr = args.lr, {}
-    if args.tune_lr:
-        return tune_lr(args.variants, args.seeds, args.tune_lr, settings,
-                       args.out_dir, jobs=args.jobs)
+    if args.tune_lr or args.tune_epochs:
+        return tune(args.variants, args.seeds, settings, args.out_dir,
+                    args.tune_lr or (), args.tune_epochs or (), args.match,
+                    jobs=args.jobs)
     run(args.variants, args.seeds, settings, args.out_dir,
         instruments=args.instruments, jobs=args.jobs, reuse=args.reuse)
 

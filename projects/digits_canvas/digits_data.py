@@ -39,6 +39,11 @@ VARIANTS = [
     dict(name='peg0', label='PEG at 0', paper='CPVT-Ti',
          backbone=dict(peg_positions=(0, ))),
     # the same convolution without the zero-padding position cue
+    # PEG at 0 trained for fewer epochs (variant_epochs), chosen so that its
+    # validation accuracy matches learned PE's: the PEG at learned PE's skill
+    dict(name='peg0-matched', label='PEG at 0, matched skill',
+         paper='(control, ours)', versus=('peg0', ),
+         backbone=dict(peg_positions=(0, ))),
     dict(name='peg0-circular', label='PEG at 0, circular padding',
          paper='(control, ours)', versus=('peg0', ),
          backbone=dict(peg_positions=(0, ),
@@ -66,13 +71,14 @@ VARIANTS = [
     # Shaw et al.'s clipping distance K = 8 on the paper's 14 x 14 map is
     # about 0.6 of the largest offset; K = 4 on our 8 x 8 map is the same.
     dict(name='le-rpe', label='LE + RPE', paper='DeiT-tiny (LE+RPE)',
-         backbone=dict(pos_embed='learned', peg_positions=(),
+         versus=('peg0', ), backbone=dict(pos_embed='learned', peg_positions=(),
                        rpe_cfg=dict(clip_distance=4))),
 ]
 VARIANT_NAMES = [v['name'] for v in VARIANTS]
 LABELS = {v['name']: v['label'] for v in VARIANTS}
 VERSUS = {v['name']: v['versus'] for v in VARIANTS if 'versus' in v}
-DEFAULT_VARIANTS = ['no-pe', 'learned-pe', 'peg0', 'peg0-circular']
+DEFAULT_VARIANTS = ['no-pe', 'learned-pe', 'peg0', 'peg0-matched',
+                    'peg0-circular']
 # the paper's controls of the PEG (Tables 5-7, Appendix B.3), beside the
 # default run's four (reused with --reuse)
 CONTROL_VARIANTS = DEFAULT_VARIANTS + ['peg0-nopad', 'peg0-frozen', 'peg-1',
@@ -95,12 +101,16 @@ class Settings:
         patch_size=4, in_channels=1, pos_embed='none', peg_positions=(),
         pos_embed_interpolation='bilinear',  # as PVT resizes its tables
         out_type='cls_token'))
-    epochs: int = 80  # every variant; the cosine ends at 0 on the last
+    epochs: int = 80  # the cosine ends at 0 on the last
     batch_size: int = 32
-    lr: float = 7.5e-4  # a variant's peak learning rate unless variant_lr
-    # names it: variant -> peak learning rate, chosen on the validation
-    # digits (digits_canvas.py --tune-lr; docs/reproduction.md, "Recipe")
-    variant_lr: dict = field(default_factory=dict)
+    lr: float = 7.5e-4  # peak
+    # variant -> its own peak learning rate or epochs, chosen on the
+    # validation digits (digits_canvas.py --tune-lr, --tune-epochs;
+    # docs/reproduction.md, "Recipe"); the others take lr and epochs
+    variant_lr: dict = field(default_factory=lambda: {
+        'learned-pe': 1.5e-3})
+    variant_epochs: dict = field(default_factory=lambda: {
+        'peg0-matched': 16})
     weight_decay: float = 0.05
     warmup_epochs: int = 2
     label_smooth: float = 0.1
@@ -111,6 +121,23 @@ class Settings:
 def lr_of(variant: str, settings: Settings) -> float:
     """A variant's peak learning rate."""
     return settings.variant_lr.get(variant, settings.lr)
+
+
+def epochs_of(variant: str, settings: Settings) -> int:
+    """A variant's epochs."""
+    return settings.variant_epochs.get(variant, settings.epochs)
+
+
+def recipes(variants, settings: Settings) -> str:
+    """The peak learning rate and epochs of each of ``variants``, those
+    that share them together: 'lr 0.00075, 80 epochs: no PE, PEG at 0;
+    ...'."""
+    groups = {}
+    for v in variants:
+        groups.setdefault((lr_of(v, settings), epochs_of(v, settings)),
+                          []).append(LABELS[v])
+    return '; '.join(f'lr {lr:g}, {n} epochs: {", ".join(names)}'
+                     for (lr, n), names in groups.items())
 
 
 def load_split(settings: Settings):

@@ -115,15 +115,15 @@ def markdown_table(title: str, columns: List[str], rows: list) -> str:
                 for name, cells in rows))
 
 
-def markdown_tables(summary: dict, epochs: int) -> str:
+def markdown_tables(summary: dict, recipes: str) -> str:
     """The tables of results.md: accuracy, the accuracy kept at each test
     size, and the differences of 1x accuracy and kept to
     :data:`REFERENCE` and between each control and what it controls."""
     tests = list(TEST_SETS)
     boot = ' [95 % interval]'
     parts = [markdown_table(
-        f'Top-1 accuracy, % (mean ± sd over seeds){boot}; every model '
-        f'trained {epochs} epochs', tests,
+        f'Top-1 accuracy, % (mean ± sd over seeds){boot}; recipes: '
+        f'{recipes}', tests,
         [(LABELS[v], [f'{m:.1f} ± {sd:.1f} [{lo:.1f}, {hi:.1f}]'
                       for (m, sd), (_, lo, hi) in zip(
                           s['accuracy'].values(),

@@ -164,8 +164,8 @@ def test_controls_are_what_they_control(data):
     assert float(before[0].std()) > 0.1  # random, not zero
     canvases = dc.place(dc.upscale(split['val'][0], settings.digit),
                         settings.canvas, torch.Generator().manual_seed(0))[0]
-    dc.train(frozen, split, dc.Settings(epochs=1), 0,
-             (canvases[:32], split['val'][1][:32]), lr=1e-3)
+    dc.train(frozen, split, settings, 0,
+             (canvases[:32], split['val'][1][:32]), lr=1e-3, epochs=1)
     assert torch.equal(peg, before[0]) and not torch.equal(qkv, before[1])
 
 
@@ -200,19 +200,20 @@ def test_bootstrap_draws_seeds_then_digits():
     assert again['spread'] == out['spread']
 
 
-def test_the_sweep_chooses_on_validation_digits_only(tmp_path, monkeypatch):
+def test_the_sweeps_choose_on_validation_digits_only(tmp_path, monkeypatch):
     """--tune-lr trains each variant x seed x learning rate, never builds a
     test set, and chooses per variant the learning rate of the highest mean
-    validation accuracy over the last epochs; a variant's own learning
-    rate (``variant_lr``) is the one it trains with."""
+    validation accuracy over the last epochs; --tune-epochs chooses the
+    length whose final validation accuracy is nearest the one to match; a
+    variant's own learning rate and length are the ones it trains with."""
     def no_test_sets(*args):
         raise AssertionError('the sweep built the test sets')
 
     monkeypatch.setattr(dc, 'make_test_sets', no_test_sets)
     settings = dc.quick_settings()
     settings.epochs = 6
-    results = dc.tune_lr(['no-pe', 'peg0'], [0, 1], [1e-4, 3e-3], settings,
-                         str(tmp_path), jobs=1)
+    results = dc.tune(['no-pe', 'peg0'], [0, 1], settings, str(tmp_path),
+                      lrs=[1e-4, 3e-3])
     assert len(results['runs']) == 8
     assert all('accuracy' not in r for r in results['runs'])
     for v, by_lr in results['score'].items():
@@ -228,9 +229,21 @@ def test_the_sweep_chooses_on_validation_digits_only(tmp_path, monkeypatch):
         results['choice']
     assert (tmp_path / 'val_accuracy_lr0.003.svg').is_file()
 
-    settings.variant_lr = {'peg0': 2e-3}
+    lengths = dc.tune(['peg0'], [0], settings, str(tmp_path / 'epochs'),
+                      epochs=[1, 4], match=30.)
+    final = {n: lengths['score']['peg0'][n][0] for n in (1, 4)}
+    assert final == {r['epochs']: r['val_accuracy'][-1]
+                     for r in lengths['runs']}
+    assert lengths['choice']['peg0'] == min(final,
+                                            key=lambda n: abs(final[n] - 30))
+
+    settings.variant_lr, settings.variant_epochs = {'peg0': 2e-3}, {'peg0': 3}
     assert dc.lr_of('peg0', settings) == 2e-3
     assert dc.lr_of('no-pe', settings) == settings.lr
+    assert dc.epochs_of('peg0', settings) == 3
+    assert dc.epochs_of('no-pe', settings) == 6
+    assert dc.recipes(['no-pe', 'peg0'], settings) == (
+        f'lr {settings.lr:g}, 6 epochs: no PE; lr 0.002, 3 epochs: PEG at 0')
 
 
 def test_quick_run_end_to_end(tmp_path):
@@ -276,7 +289,8 @@ def test_quick_run_end_to_end(tmp_path):
                     '--seeds', '0', '--out-dir', str(tmp_path / 'again'),
                     '--reuse', str(out), timeout=240)
     assert proc.returncode == 0, explain(proc)
-    assert f'2 models, 5 epochs each (2 taken from {out})' in proc.stdout
+    assert f'2 models (lr 0.003, 5 epochs: learned PE, PEG at 0) (2 taken ' \
+        f'from {out})' in proc.stdout
     again = json.loads((tmp_path / 'again' / 'results.json').read_text())
     assert again['summary'] == summary
     attention = results['instruments']['peg0']['attention']

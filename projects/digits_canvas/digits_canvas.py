@@ -164,8 +164,8 @@ def train_and_test(name: str, seed: int, settings: Settings, out_dir: str,
     ``checkpoint.pth``, {'state_dict', 'meta'}, which mmpretrain's
     ``init_model`` and :mod:`mmcpvt.apis.model` load); returns its record
     (with ``correct``: test set -> (N,) bool). With ``test`` False (the
-    learning-rate sweep) it neither tests nor saves: the record holds the
-    validation curve only. Runs in a worker process with ``--jobs`` above
+    sweeps of :func:`tune`) it neither tests nor saves: the record holds
+    the validation curve only. Runs in a worker process with ``--jobs`` above
     1, so it rebuilds its data (a second or so)."""
     data = load_split(settings)
     torch.manual_seed(seed)

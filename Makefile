@@ -26,7 +26,7 @@ $(STAMP): $(REQS)
 	@echo "[install] OpenMMLab stack, mim and test tools (tested versions: requirements/constraints.txt)"
 	$(PY) -m pip install --quiet -c requirements/constraints.txt \
 		-r requirements/runtime.txt -r requirements/openmmlab.txt \
-		-r requirements/mim.txt -r requirements/tests.txt
+		-r requirements/mim.txt -r requirements/rope.txt -r requirements/tests.txt
 	$(PY) -m pip install --quiet --no-build-isolation --no-deps -e .
 	$(PY) -c "import mmcpvt, mmcv.ops, mmdet, mmseg, mmpretrain; print('[install] ok: mmcpvt', mmcpvt.__version__)"
 	@touch $(STAMP)

@@ -109,6 +109,7 @@ if __name__ == '__main__':
             'all': read_requirements('openmmlab.txt'),
             'tests': read_requirements('tests.txt'),
             'mim': read_requirements('mim.txt'),
+            'rope': read_requirements('rope.txt'),
         },
         # the text: LICENSE (in the wheel's .dist-info as well)
         license='Apache License 2.0',

@@ -186,6 +186,13 @@ SMALL_BACKBONES = {
                        feedforward_channels=64), out_type='featmap',
              out_indices=(0, -1), pos_embed='learned', img_size=64,
              pos_embed_positions=(-1, 0, 1), peg_cfg=dict(padding=0)),
+        # 2-D rotary embeddings (beyond the paper): RoPE-Mixed + PEG at 0,
+        # and DINOv3's without a PEG, on the feature map
+        dict(arch=dict(embed_dims=32, num_layers=3, num_heads=2,
+                       feedforward_channels=64), rope_cfg=dict(type='mixed')),
+        dict(arch=dict(embed_dims=32, num_layers=3, num_heads=2,
+                       feedforward_channels=64), peg_positions=(),
+             out_type='featmap', rope_cfg=dict(type='dinov3')),
     ],
     'CPVTQKOnly': [
         dict(arch=dict(embed_dims=32, num_layers=3, num_heads=2,

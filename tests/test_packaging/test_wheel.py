@@ -104,8 +104,10 @@ def test_editable_install_then_wheel(tmp_path):
     assert runtime == [
         'mmcv<2.2.0,>=2.0.0', 'mmengine<1.0.0,>=0.10.0', 'numpy'
     ], runtime
-    assert {'all', 'tests', 'mim'} <= set(meta.get_all('Provides-Extra'))
+    assert {'all', 'tests', 'mim', 'rope'} <= set(
+        meta.get_all('Provides-Extra'))
     assert 'openmim>=0.3.7; extra == "mim"' in requires
+    assert 'timm<2.0.0,>=1.0.31; extra == "rope"' in requires
     for name in ('mmdet', 'mmsegmentation', 'mmpretrain'):
         spec, = [r for r in requires
                  if r.startswith(name) and 'extra == "all"' in r]
@@ -131,7 +133,8 @@ def test_tested_pins_satisfy_the_ranges():
         spec, = req.specifier
         assert spec.operator == '==', f'{req}: constraints.txt pins exactly'
         pins[canonicalize_name(req.name)] = spec.version
-    ranged = [r for f in ('runtime.txt', 'openmmlab.txt', 'mim.txt')
+    ranged = [r for f in ('runtime.txt', 'openmmlab.txt', 'mim.txt',
+                          'rope.txt')
               for r in _requirements(f)]
     for req in ranged:
         assert not [s for s in req.specifier if s.operator == '=='], \

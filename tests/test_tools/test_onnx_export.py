@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from mmcv.cnn.bricks.transformer import AdaptivePadding
 
+from mmcpvt.models.layers import ROPE_TYPES, RotaryPositionEmbedding2d
 from mmcpvt.registry import MODELS
 from tests.utils import ROOT, explain, load_script, run_tool
 
@@ -26,18 +27,23 @@ ATOL = 1e-4  # the largest max |delta| accepted (float32)
 
 p2o = load_script(TOOL)
 
-# One PEG model per backbone family, shrunk. SwinPEG's window of 4 makes the
-# two sizes differ in the shift decision: stage 2 is 4x4 at 64x64 (one
-# window, not shifted) and 3x6 at 45x83 (two windows, shifted).
+# One PEG model per backbone family, shrunk, and CPVT with each 2-D RoPE
+# (its grid traced: tools/deployment/pytorch2onnx.py, traced_rope). SwinPEG's
+# window of 4 makes the two sizes differ in the shift decision: stage 2 is
+# 4x4 at 64x64 (one window, not shifted) and 3x6 at 45x83 (two windows,
+# shifted).
+CPVT_TINY = dict(type='CPVT', arch=dict(embed_dims=32, num_layers=3,
+                                        num_heads=2, feedforward_channels=64),
+                 out_type='featmap', out_indices=(0, -1), with_cls_token=True)
 BACKBONES = {
-    'CPVT': dict(arch=dict(embed_dims=32, num_layers=3, num_heads=2,
-                           feedforward_channels=64), peg_positions=(0, 1),
-                 out_type='featmap', out_indices=(0, -1),
-                 with_cls_token=True),
-    'PVTPEG': dict(arch=dict(embed_dims=[8, 16, 24, 32],
+    'CPVT': dict(CPVT_TINY, peg_positions=(0, 1)),
+    **{f'CPVT-RoPE-{t}': dict(CPVT_TINY, rope_cfg=dict(type=t),
+                              peg_positions=(0, ) if t == 'mixed' else ())
+       for t in ROPE_TYPES},
+    'PVTPEG': dict(type='PVTPEG', arch=dict(embed_dims=[8, 16, 24, 32],
                              num_heads=[1, 2, 3, 4], mlp_ratios=[2, 2, 2, 2],
                              depths=[1, 2, 1, 1], sr_ratios=[8, 4, 2, 1])),
-    'SwinPEG': dict(arch=dict(embed_dims=8, depths=[2, 2, 2, 2],
+    'SwinPEG': dict(type='SwinPEG', arch=dict(embed_dims=8, depths=[2, 2, 2, 2],
                               num_heads=[1, 2, 2, 4]), window_size=4),
 }
 
@@ -65,7 +71,7 @@ def test_backbone_export_is_dynamic(name, tmp_path):
     """Symbolic batch, height and width in and out; the norms single
     LayerNormalization nodes (opset 17)."""
     torch.manual_seed(0)
-    backbone = MODELS.build(dict(type=name, **BACKBONES[name]))
+    backbone = MODELS.build(BACKBONES[name])
     backbone.init_weights()
     module = p2o.BackboneFeatures(backbone).eval()
     n = len(module(torch.zeros(1, 3, *EXPORT_SIZE)))
@@ -105,6 +111,16 @@ def test_traced_padding_equals_mmcv(padding, kernel, stride):
     for size in ((16, 16), (15, 17), (1, 2), (9, 4)):
         x = torch.randn(1, 2, *size)
         assert torch.equal(ours(x), theirs(x)), size
+
+
+@pytest.mark.parametrize('rope_type', ROPE_TYPES)
+def test_traced_rope_equals_timm(rope_type):
+    """The export's RoPE tables are timm's, eagerly, on any map."""
+    torch.manual_seed(0)
+    rope = RotaryPositionEmbedding2d(32, 2, 3, rope_type)
+    for hw in ((1, 1), (3, 5), (4, 4), (7, 2)):
+        torch.testing.assert_close(p2o.traced_rope(rope, hw), rope(hw),
+                                   rtol=0, atol=0)
 
 
 CLS_CONFIG = """\
@@ -201,7 +217,7 @@ def test_verify_catches_a_size_frozen_in_the_graph(classifier, tmp_path,
     """Without the traced patch-embedding padding, the padding of 64x64
     (none) is frozen into the graph: --verify passes at 64x64, fails at
     45x83 and the tool exits with an error."""
-    monkeypatch.setattr(p2o, 'traceable_padding',
+    monkeypatch.setattr(p2o, 'traceable',
                         lambda module: contextlib.nullcontext())
     config, checkpoint, _ = classifier
     with pytest.raises(SystemExit, match='does not reproduce PyTorch'):

@@ -9,7 +9,9 @@ why the shapes stay dynamic: docs/deployment.md.
         [--dynamic-export | --static [--verify]] [--backbone-only]
 """
 import argparse
+import contextlib
 import json
+import math
 import os
 import os.path as osp
 import pickle
@@ -27,6 +29,7 @@ from mmengine.logging import MMLogger
 from mmcpvt.apis import cli
 from mmcpvt.apis.cfg_options import parse_cfg_options
 from mmcpvt.apis.model import build_model, get_backbone, input_channels
+from mmcpvt.models.layers import RotaryPositionEmbedding2d
 from mmcpvt.utils.checkpoint import require_file
 from mmcpvt.utils.path import check_output
 
@@ -64,12 +67,54 @@ class TracedAdaptivePadding(AdaptivePadding):
                          pad_h - pad_h // 2])
 
 
-def traceable_padding(model: nn.Module):
-    """:class:`TracedAdaptivePadding` during the export (as mmdeploy's
-    rewriters do)."""
-    return mock.patch.multiple(
+def traced_rope(self: RotaryPositionEmbedding2d, hw_shape) -> torch.Tensor:
+    """``RotaryPositionEmbedding2d.forward`` for the tracer: timm's tables,
+    from timm's frequencies, on a grid made of the traced map size. timm's
+    axial table doubles its angles with ``repeat_interleave``, which this
+    exporter turns into a Concat of the export size (RoPE-Mixed's, into
+    wrong numbers), and DINOv3's divides by ``float(H)``, which freezes
+    it."""
+    embed = self.embed
+    # else the grid below would differ from timm's
+    assert getattr(embed, 'ref_feat_shape', None) is None and getattr(
+        embed, 'normalize_coords', 'separate') == 'separate', (
+        'the export of RoPE with ref_feat_shape or normalize_coords other '
+        "than 'separate' is not supported")
+    H, W = hw_shape
+    offset = getattr(embed, 'grid_offset', 0.)
+    device = next(embed.buffers(), next(embed.parameters(), None)).device
+    ys = torch.arange(H, device=device).float() + offset
+    xs = torch.arange(W, device=device).float() + offset
+    if self.type == 'dinov3':  # centred, normalised, in [-1, 1]
+        ys, xs = (ys + 0.5) / H * 2 - 1, (xs + 0.5) / W * 2 - 1
+    grid = torch.stack(torch.meshgrid(ys, xs, indexing='ij'), -1)  # (H, W, 2)
+    if embed.grid_indexing == 'xy':  # channels (x, y)
+        grid = grid.flip(-1)
+    grid = grid.flatten(0, 1)  # (H*W, 2)
+    if self.type == 'mixed':  # (depth, heads, H*W, head_dims / 2)
+        angles = (grid[:, 0, None] * embed.freqs[0, :, :, None] +
+                  grid[:, 1, None] * embed.freqs[1, :, :, None])
+    elif self.type == 'axial':
+        angles = grid[..., None] * embed.bands  # (H*W, 2, dim / 4)
+    else:
+        angles = 2 * math.pi * grid[..., None] / embed.periods
+    if self.type != 'mixed':
+        angles = angles.flatten(-2)  # (H*W, dim / 2)
+    angles = torch.stack([angles, angles], -1).flatten(-2)  # pairs
+    rope = torch.cat([angles.sin(), angles.cos()], dim=-1)
+    return rope if self.type == 'mixed' else rope.expand(self.depth, -1, -1)
+
+
+def traceable(model: nn.Module):
+    """:class:`TracedAdaptivePadding` and :func:`traced_rope` during the
+    export (as mmdeploy's rewriters do)."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(mock.patch.multiple(
         AdaptivePadding, get_pad_shape=TracedAdaptivePadding.get_pad_shape,
-        forward=TracedAdaptivePadding.forward)
+        forward=TracedAdaptivePadding.forward))
+    stack.enter_context(mock.patch.object(RotaryPositionEmbedding2d,
+                                          'forward', traced_rope))
+    return stack
 
 
 class ClassifierScores(nn.Module):
@@ -175,7 +220,7 @@ def export(module: nn.Module, output_file: str, shape: Sequence[int],
         # to nothing; the legacy-exporter notice: see docs/deployment.md.
         warnings.simplefilter('ignore', torch.jit.TracerWarning)
         warnings.simplefilter('ignore', DeprecationWarning)
-        with torch.no_grad(), traceable_padding(module):
+        with torch.no_grad(), traceable(module):
             torch.onnx.export(
                 module, (dummy, ), output_file, dynamo=False,
                 opset_version=opset, input_names=['input'],

@@ -11,8 +11,8 @@ from mmcv.cnn import build_norm_layer
 from mmengine.model import ModuleDict, ModuleList
 
 from mmcpvt.registry import register_model
-from ..layers import (LearnedPositionEmbedding, SinCos2dPositionEmbedding,
-                      TransformerBlock, nlc_to_nchw)
+from ..layers import (LearnedPositionEmbedding, RotaryPositionEmbedding2d,
+                      SinCos2dPositionEmbedding, TransformerBlock, nlc_to_nchw)
 from .base import (BEFORE_FIRST_BLOCK, BaseBackbone, arch_settings,
                    block_positions, drop_path_rates, patch_embed,
                    stage_indices)
@@ -44,13 +44,19 @@ class CPVT(BaseBackbone):
             -1, ``pos_embeds.<i>`` after encoder ``i``. Defaults to ``(-1,)``.
         rpe_cfg (dict, optional): :class:`RelativePositionEncoding2d`
             arguments of every encoder (the paper's "2D RPE").
+        rope_cfg (dict, optional): 2-D rotary embeddings of the queries and
+            keys of every encoder, beyond the paper:
+            ``dict(type='axial' | 'mixed' | 'dinov3', **timm_args)``
+            (:class:`RotaryPositionEmbedding2d`; needs timm). With PEGs
+            too, they must keep the map size.
         out_type (str): 'cls_token', 'avg_featmap' (CPVT-GAP) or 'featmap'
             (B, C, H, W). Defaults to 'cls_token'.
         with_cls_token (bool, optional): None: only with
             ``out_type='cls_token'``. Defaults to None.
 
     ``frozen_stages`` counts encoders, and also freezes the class token and
-    the tables of frozen positions. Other arguments: :class:`BaseBackbone`.
+    the tables of frozen positions (the final norm and RoPE-Mixed's
+    frequencies, which every encoder uses, with all of them). Other arguments: :class:`BaseBackbone`.
     """
     checkpoint_family = 'deit'
     pegs_may_shrink = True
@@ -71,7 +77,8 @@ class CPVT(BaseBackbone):
                  peg_cfg: Optional[dict] = None, pos_embed: str = 'none',
                  pos_embed_positions: Sequence[int] = (BEFORE_FIRST_BLOCK, ),
                  pos_embed_interpolation: str = 'bicubic',
-                 rpe_cfg: Optional[dict] = None, out_type: str = 'cls_token',
+                 rpe_cfg: Optional[dict] = None,
+                 rope_cfg: Optional[dict] = None, out_type: str = 'cls_token',
                  with_cls_token: Optional[bool] = None,
                  out_indices: Union[int, Sequence[int]] = -1,
                  drop_rate: float = 0., attn_drop_rate: float = 0.,
@@ -134,6 +141,13 @@ class CPVT(BaseBackbone):
         ])
         self.norm = build_norm_layer(
             norm_cfg, self.embed_dims)[1] if final_norm else nn.Identity()
+        # else the rotations of the first map meet a smaller one
+        assert rope_cfg is None or all(p.with_identity for p in
+                                       self.pegs.values()), (
+            'rope_cfg needs PEGs that keep the map size, got peg_cfg='
+            f'{self.peg_cfg}')
+        self.rope = None if rope_cfg is None else RotaryPositionEmbedding2d(
+            self.embed_dims, arch['num_heads'], self.num_layers, **rope_cfg)
         self.train(self.training)
 
     def _build_pos_embed(self, kind: str, grid_size) -> Optional[nn.Module]:
@@ -156,7 +170,7 @@ class CPVT(BaseBackbone):
         if self.with_cls_token:
             frozen.append(self.cls_token)
         if n == self.num_layers:
-            frozen.append(self.norm)
+            frozen += [self.norm] + ([self.rope] if self.rope else [])
         return frozen
 
     def _embed(self, x: torch.Tensor):
@@ -181,9 +195,10 @@ class CPVT(BaseBackbone):
     def forward(self, x: torch.Tensor) -> tuple:
         x, hw = self._embed(x)
         x, hw = self.pegs(BEFORE_FIRST_BLOCK, x, hw)
+        ropes = self.rope(hw) if self.rope else [None] * self.num_layers
         outs = []
         for i, layer in enumerate(self.layers):
-            x = self.run_block(layer, x, hw)
+            x = self.run_block(layer, x, hw, ropes[i])
             if str(i) in self.pos_embeds:
                 x = self.pos_embeds[str(i)](x, hw)
             x, hw = self.pegs(i, x, hw)

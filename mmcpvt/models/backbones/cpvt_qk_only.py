@@ -57,6 +57,8 @@ class CPVTQKOnly(CPVT):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        # else ignored: its blocks take the PEG instead
+        assert self.rope is None, 'CPVTQKOnly takes no rope_cfg'
         last = self.num_layers - 1  # else its PEG would feed nothing
         assert str(last) not in self.pegs, (
             f'peg_positions must not hold {last}: a PEG after the last '

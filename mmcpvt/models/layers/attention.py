@@ -6,6 +6,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from mmengine.model import BaseModule
 
+from .rope import apply_rope
 from .rpe import RelativePositionEncoding2d
 from .utils import nchw_to_nlc, nlc_to_nchw
 
@@ -70,8 +71,10 @@ class Attention(BaseModule):
     def forward(self, x: torch.Tensor,
                 hw_shape: Optional[Sequence[int]] = None,
                 attn_bias: Optional[torch.Tensor] = None,
-                return_attn: bool = False):
-        """Tokens (B, N, C), the last H*W of the ``hw_shape`` map."""
+                return_attn: bool = False,
+                rope: Optional[torch.Tensor] = None):
+        """Tokens (B, N, C), the last H*W of the ``hw_shape`` map;
+        ``rope``: their rotations (:class:`RotaryPositionEmbedding2d`)."""
         if self.sr_ratio > 1:
             q = self._split_heads(self.q(x), 1)[0]
             feat = nlc_to_nchw(x, hw_shape)  # (B, N, C) -> (B, C, H, W)
@@ -82,6 +85,8 @@ class Attention(BaseModule):
             k, v = self._split_heads(self.kv(self.norm(x_)), 2).unbind(0)
         else:
             q, k, v = self._split_heads(self.qkv(x), 3).unbind(0)
+        if rope is not None:
+            q, k = apply_rope(q, rope), apply_rope(k, rope)
         attn_bias = self.position_bias(q, hw_shape, attn_bias)
         return self.attend(q, k, v, attn_bias, return_attn)
 

@@ -43,6 +43,7 @@ class TransformerBlock(BaseModule):
             drop_path_rate) if drop_path_rate > 0. else torch.nn.Identity()
 
     def forward(self, x: torch.Tensor,
-                hw_shape: Optional[Sequence[int]] = None) -> torch.Tensor:
-        x = x + self.drop_path(self.attn(self.ln1(x), hw_shape))
+                hw_shape: Optional[Sequence[int]] = None,
+                rope: Optional[torch.Tensor] = None) -> torch.Tensor:
+        x = x + self.drop_path(self.attn(self.ln1(x), hw_shape, rope=rope))
         return x + self.drop_path(self.ffn(self.ln2(x)))

@@ -2,7 +2,8 @@
 # `make reproduce` the digit-canvas reproduction (docs/reproduction.md),
 # `make reproduce-controls` its controls of the PEG (taking back the runs of
 # `make reproduce` where they exist), `make reproduce-confirm` the default
-# run again on seeds 5-9, which chose nothing of the recipe.
+# run again on seeds 5-9, which chose nothing of the recipe, `make
+# reproduce-rope` the PEG beside 2-D RoPE (taking back the default run's).
 # Every target does its own set-up and is idempotent. The suite on the GPU
 # machines' torch and Python, in a second environment:
 #   make test VENV=.venv-torch2.11 PYTHON=python3.12 TORCH_REQS=requirements/torch-2.11.txt
@@ -13,7 +14,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.mmcpvt-installed
 REQS := setup.py $(wildcard requirements/*.txt) tools/install/build_mmcv.sh
 
-.PHONY: install test demo reproduce reproduce-controls reproduce-confirm clean
+.PHONY: install test demo reproduce reproduce-controls reproduce-confirm \
+	reproduce-rope clean
 
 install: $(STAMP)
 
@@ -49,6 +51,10 @@ reproduce-confirm: install
 reproduce-controls: install
 	$(PY) projects/digits_canvas/digits_canvas.py --variants controls --instruments \
 		--reuse work_dirs/reproduction --out-dir work_dirs/reproduction_controls
+
+reproduce-rope: install
+	$(PY) projects/digits_canvas/digits_canvas.py --variants rope --instruments \
+		--reuse work_dirs/reproduction --out-dir work_dirs/reproduction_rope
 
 clean:
 	rm -rf $(VENV) work_dirs data

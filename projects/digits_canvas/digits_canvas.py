@@ -30,7 +30,8 @@ from mmcpvt.apis.model import build_model as build_from_config
 from mmcpvt.utils.path import check_output_dir
 # this project's own modules, beside this file (the script's folder)
 from digits_data import (CONTROL_VARIANTS, DEFAULT_VARIANTS, NUM_CLASSES,
-                         PIXEL_MEAN, PIXEL_STD, REFERENCE, TEST_SETS,
+                         PIXEL_MEAN, PIXEL_STD, REFERENCE, ROPE_VARIANTS,
+                         TEST_SETS,
                          LABELS, VARIANT_NAMES, VARIANTS, Settings,
                          epochs_of, load_split, lr_of, recipes,
                          make_test_sets, place, random_zoom, upscale)
@@ -84,13 +85,14 @@ def logits(model: torch.nn.Module, images: torch.Tensor) -> torch.Tensor:
 
 
 def param_groups(model: torch.nn.Module, weight_decay: float) -> list:
-    """No weight decay on biases, norms, position tables, the class token
-    and the PEGs."""
+    """No weight decay on biases, norms, position tables, the class token,
+    the PEGs and RoPE-Mixed's frequencies."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
-        # '.pegs.': as Twins gvt.py, where no_weight_decay() lists pos_block.*
-        skip = p.ndim <= 1 or '.pegs.' in f'.{name}' or any(
-            k in name for k in ('pos_embed', 'cls_token', 'rpe'))
+        # '.pegs.': as Twins gvt.py, where no_weight_decay() lists pos_block.*;
+        # '.rope.': as timm's RotaryEmbeddingMixed.no_weight_decay()
+        skip = p.ndim <= 1 or any(k in f'.{name}' for k in (
+            '.pegs.', '.rope.', 'pos_embed', 'cls_token', 'rpe'))
         (no_decay if skip else decay).append(p)
     return [dict(params=decay, weight_decay=weight_decay),
             dict(params=no_decay, weight_decay=0.)]
@@ -239,7 +241,9 @@ def progress(record: dict, trained: list, total: int, jobs: int,
 def reusable_runs(reuse_dir: str, settings: Settings) -> dict:
     """(variant, seed) -> record, with its per-digit ``correct``, of the runs
     in ``reuse_dir``'s results.json and correct.npz, if trained with
-    ``settings``; none if the directory holds no results."""
+    ``settings`` (the learning rates and lengths of other variants aside:
+    each run's own must be the variant's now); none if the directory holds
+    no results."""
     path = osp.join(reuse_dir, 'results.json')
     if not osp.isfile(path):
         print(f'[reproduce] --reuse {reuse_dir}: no results.json, nothing '
@@ -247,14 +251,18 @@ def reusable_runs(reuse_dir: str, settings: Settings) -> dict:
         return {}
     with open(path) as f:
         old = json.load(f)
-    if old['settings'] != json.loads(json.dumps(asdict(settings))):
+    common = lambda s: {k: v for k, v in s.items()  # noqa: E731
+                        if k not in ('variant_lr', 'variant_epochs')}
+    if common(old['settings']) != common(json.loads(json.dumps(
+            asdict(settings)))):
         print(f'[reproduce] --reuse {reuse_dir}: trained with other '
               'settings, nothing reused')
         return {}
     correct = np.load(osp.join(reuse_dir, 'correct.npz'))
     return {(r['variant'], r['seed']): dict(r, correct={
         t: correct[f'{r["variant"]}/seed{r["seed"]}/{t}'] for t in TEST_SETS})
-        for r in old['runs']}
+        for r in old['runs'] if r['lr'] == lr_of(r['variant'], settings) and
+        r['epochs'] == epochs_of(r['variant'], settings)}
 
 
 def run(variants: Sequence[str], seeds: Sequence[int], settings: Settings,
@@ -406,8 +414,10 @@ def parse_args(argv=None):
         'them at larger sizes without fine-tuning')
     add = parser.add_argument
     add('--variants', nargs='+',
-        choices=VARIANT_NAMES + ['controls', 'all'], default=DEFAULT_VARIANTS,
-        help=f'default: {DEFAULT_VARIANTS}; controls: {CONTROL_VARIANTS}')
+        choices=VARIANT_NAMES + ['controls', 'rope', 'all'],
+        default=DEFAULT_VARIANTS,
+        help=f'default: {DEFAULT_VARIANTS}; controls: {CONTROL_VARIANTS}; '
+        f'rope: {ROPE_VARIANTS}')
     add('--seeds', nargs='+', type=int, default=list(range(5)),
         help='default: 0-4')
     add('--epochs', type=int,
@@ -458,9 +468,10 @@ def parse_args(argv=None):
         parser.error(f'--seeds: each seed once, got {args.seeds}')
     if 'all' in args.variants:
         args.variants = VARIANT_NAMES
-    elif 'controls' in args.variants:
-        args.variants = CONTROL_VARIANTS + [v for v in args.variants
-                                            if v != 'controls']
+    for group, names in (('controls', CONTROL_VARIANTS),
+                         ('rope', ROPE_VARIANTS)):
+        if group in args.variants:
+            args.variants = names + [v for v in args.variants if v != group]
     return args
 
 

@@ -73,6 +73,20 @@ VARIANTS = [
     dict(name='le-rpe', label='LE + RPE', paper='DeiT-tiny (LE+RPE)',
          versus=('peg0', ), backbone=dict(pos_embed='learned', peg_positions=(),
                        rpe_cfg=dict(clip_distance=4))),
+    # beyond the paper: 2-D rotary embeddings of queries and keys (timm's;
+    # mmcpvt.models.layers.rope), alone and with the PEG
+    dict(name='rope-axial', label='RoPE-Axial', paper='(beyond: Heo et al.)',
+         versus=('peg0', ),
+         backbone=dict(peg_positions=(), rope_cfg=dict(type='axial'))),
+    dict(name='rope-mixed', label='RoPE-Mixed', paper='(beyond: Heo et al.)',
+         versus=('peg0', 'rope-axial'),
+         backbone=dict(peg_positions=(), rope_cfg=dict(type='mixed'))),
+    dict(name='rope-dinov3', label='DINOv3 RoPE', paper='(beyond: DINOv3)',
+         versus=('peg0', 'rope-axial'),
+         backbone=dict(peg_positions=(), rope_cfg=dict(type='dinov3'))),
+    dict(name='rope-mixed-peg0', label='RoPE-Mixed + PEG at 0',
+         paper='(beyond, ours)', versus=('peg0', 'rope-mixed'),
+         backbone=dict(peg_positions=(0, ), rope_cfg=dict(type='mixed'))),
 ]
 VARIANT_NAMES = [v['name'] for v in VARIANTS]
 LABELS = {v['name']: v['label'] for v in VARIANTS}
@@ -83,6 +97,11 @@ DEFAULT_VARIANTS = ['no-pe', 'learned-pe', 'peg0', 'peg0-matched',
 # default run's four (reused with --reuse)
 CONTROL_VARIANTS = DEFAULT_VARIANTS + ['peg0-nopad', 'peg0-frozen', 'peg-1',
                                        'peg0-le']
+# the PEG beside 2-D RoPE (docs/reproduction.md, "Beyond the paper"): the
+# default run's no PE, learned PE and PEGs (reused with --reuse), PEG at 0-2
+# (the paper's PEG at 0-4) and the RoPE variants
+ROPE_VARIANTS = ['no-pe', 'learned-pe', 'peg0', 'peg0-matched', 'peg0-2',
+                 'rope-axial', 'rope-mixed', 'rope-dinov3', 'rope-mixed-peg0']
 
 
 @dataclass

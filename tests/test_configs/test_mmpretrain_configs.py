@@ -85,6 +85,9 @@ PARAMS.update({f'ablations/cpvt-tiny-{name}_4xb256_in1k.py': CPVT_TI
                             'qk-only')})
 PARAMS.update({
     'ablations/cpvt-tiny-p0-10_4xb256_in1k.py': CPVT_TI + 10 * _peg(192),
+    # beyond the paper: RoPE-Mixed's frequencies, (x, y) x 12 encoders x 3
+    # heads x 64 / 2
+    'cpvt/cpvt-tiny-rope-mixed_4xb256_in1k.py': CPVT_TI + 2 * 12 * 3 * 32,
     # other forms of PEG
     'ablations/cpvt-tiny-k27-p-1_4xb256_in1k.py': NOPE_TI + _peg(192, 27),
     'ablations/cpvt-tiny-k7_4xb256_in1k.py': NOPE_TI + _peg(192, 7),
@@ -259,7 +262,7 @@ def test_count_forward_loss_and_optimizer(cfg):
         no_decay = (
             name.endswith(('.bias', 'cls_token', '.pos_embed',
                            'relative_position_bias_table',
-                           'relative_key_table'))
+                           'relative_key_table', '.rope.embed.freqs'))
             or param.ndim == 1 or id(param) in pegs)
         assert wd == (0. if no_decay else 0.05), name
 

@@ -169,6 +169,50 @@ def test_controls_are_what_they_control(data):
     assert torch.equal(peg, before[0]) and not torch.equal(qkv, before[1])
 
 
+def test_rope_variants_and_their_group():
+    """--variants rope: the default run's variants, PEG at 0-2 and the RoPE
+    variants, whose backbones rotate with the kind they name (RoPE-Mixed's
+    frequencies undecayed, as timm's no_weight_decay asks)."""
+    assert dc.parse_args(['--variants', 'rope']).variants == dc.ROPE_VARIANTS
+    settings = dc.Settings()
+    variants = {v['name']: v for v in dc.VARIANTS}
+    kinds = {'rope-axial': ('axial', []), 'rope-mixed': ('mixed', []),
+             'rope-dinov3': ('dinov3', []), 'rope-mixed-peg0': ('mixed', ['0'])}
+    for name, (kind, pegs) in kinds.items():
+        assert name in dc.ROPE_VARIANTS
+        model = dc.build_model(dc.model_config(variants[name], settings))
+        assert model.backbone.rope.type == kind
+        assert list(model.backbone.pegs) == pegs
+        _, no_decay = dc.param_groups(model, 0.05)
+        freqs = [p for n, p in model.named_parameters() if '.rope.' in n]
+        assert all(any(p is q for q in no_decay['params']) for p in freqs)
+        assert len(freqs) == (kind == 'mixed')
+
+
+def test_reuse_takes_runs_of_the_same_recipe(tmp_path):
+    """--reuse takes a run whose own learning rate and length are its
+    variant's now, whatever the other variants' are; none of a run with
+    other settings."""
+    settings = dc.Settings()
+    runs = [dict(variant=v, seed=0, lr=dc.lr_of(v, settings),
+                 epochs=dc.epochs_of(v, settings))
+            for v in ('learned-pe', 'peg0', 'peg0-matched')]
+    (tmp_path / 'results.json').write_text(json.dumps(dict(
+        settings=dc.asdict(settings), runs=runs)))
+    np.savez(tmp_path / 'correct.npz', **{
+        f'{r["variant"]}/seed0/{t}': np.ones(3, bool) for r in runs
+        for t in dc.TEST_SETS})
+    reuse = lambda s: sorted(  # noqa: E731
+        v for v, _ in dc.reusable_runs(str(tmp_path), s))
+    assert reuse(settings) == ['learned-pe', 'peg0', 'peg0-matched']
+    other = dc.replace(settings, variant_lr=dict(settings.variant_lr,
+                                                  **{'rope-mixed': 3e-3}))
+    assert reuse(other) == ['learned-pe', 'peg0', 'peg0-matched']
+    other = dc.replace(settings, variant_lr={}, variant_epochs={})
+    assert reuse(other) == ['peg0']
+    assert reuse(dc.replace(settings, canvas=40)) == []
+
+
 def test_bootstrap_draws_seeds_then_digits():
     """Seeds that agree: a model identical to the reference differs by
     exactly 0. Seeds that disagree (one of three loses half its scaled 2x

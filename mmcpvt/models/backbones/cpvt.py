@@ -56,7 +56,8 @@ class CPVT(BaseBackbone):
 
     ``frozen_stages`` counts encoders, and also freezes the class token and
     the tables of frozen positions (the final norm and RoPE-Mixed's
-    frequencies, which every encoder uses, with all of them). Other arguments: :class:`BaseBackbone`.
+    frequencies, which every encoder uses, with all of them). Other
+    arguments: :class:`BaseBackbone`.
     """
     checkpoint_family = 'deit'
     pegs_may_shrink = True

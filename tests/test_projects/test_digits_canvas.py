@@ -177,7 +177,8 @@ def test_rope_variants_and_their_group():
     settings = dc.Settings()
     variants = {v['name']: v for v in dc.VARIANTS}
     kinds = {'rope-axial': ('axial', []), 'rope-mixed': ('mixed', []),
-             'rope-dinov3': ('dinov3', []), 'rope-mixed-peg0': ('mixed', ['0'])}
+             'rope-dinov3': ('dinov3', []),
+             'rope-mixed-peg0': ('mixed', ['0'])}
     for name, (kind, pegs) in kinds.items():
         assert name in dc.ROPE_VARIANTS
         model = dc.build_model(dc.model_config(variants[name], settings))

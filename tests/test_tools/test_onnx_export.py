@@ -43,8 +43,9 @@ BACKBONES = {
     'PVTPEG': dict(type='PVTPEG', arch=dict(embed_dims=[8, 16, 24, 32],
                              num_heads=[1, 2, 3, 4], mlp_ratios=[2, 2, 2, 2],
                              depths=[1, 2, 1, 1], sr_ratios=[8, 4, 2, 1])),
-    'SwinPEG': dict(type='SwinPEG', arch=dict(embed_dims=8, depths=[2, 2, 2, 2],
-                              num_heads=[1, 2, 2, 4]), window_size=4),
+    'SwinPEG': dict(type='SwinPEG', window_size=4,
+                    arch=dict(embed_dims=8, depths=[2, 2, 2, 2],
+                              num_heads=[1, 2, 2, 4])),
 }
 
 

@@ -125,9 +125,10 @@ class Settings:
     lr: float = 7.5e-4  # peak
     # variant -> its own peak learning rate or epochs, chosen on the
     # validation digits (digits_canvas.py --tune-lr, --tune-epochs;
-    # docs/reproduction.md, "Recipe"); the others take lr and epochs
+    # docs/reproduction.md, "Recipe" and "Beyond the paper"); the others
+    # take lr and epochs
     variant_lr: dict = field(default_factory=lambda: {
-        'learned-pe': 1.5e-3})
+        'learned-pe': 1.5e-3, 'rope-mixed': 1.5e-3, 'rope-mixed-peg0': 1.5e-3})
     variant_epochs: dict = field(default_factory=lambda: {
         'peg0-matched': 16})
     weight_decay: float = 0.05

@@ -1,8 +1,8 @@
 """Test (and evaluate) a checkpoint with an mmpretrain, mmdet or mmseg
-config (its ``default_scope``). The checkpoint must hold every tensor of the
-model: one with some weights left random measures nothing (a classifier
-checkpoint gives a detector mAP 0.000), so it is refused before the test
-runs, as are empty, truncated and unsafe files.
+config (its ``default_scope``). The checkpoint must be one of the model,
+whole (:class:`mmcpvt.engine.CheckpointLoadHook`): one with some weights
+left random measures nothing (a classifier checkpoint gives a detector mAP
+0.000). Empty, truncated and unsafe files are refused too.
 
     python tools/test.py configs/cpvt/cpvt-tiny_4xb256_in1k.py CKPT
     python tools/test.py CONFIG CKPT --out preds.pkl        # predictions
@@ -18,11 +18,8 @@ from mmengine.config import Config
 
 from mmcpvt.apis import cli
 from mmcpvt.apis.cfg_options import parse_cfg_options
-from mmcpvt.engine import CheckpointFitHook
-from mmcpvt.utils.checkpoint import check_checkpoint, require_file
+from mmcpvt.utils.checkpoint import require_file
 from mmcpvt.utils.path import check_output, check_output_dir
-
-cli.setup()
 
 
 def parse_args(argv=None):
@@ -117,9 +114,9 @@ def merge_args(cfg: Config, args) -> Config:
     cfg = cli.apply_common_args(cfg, args.config, args.work_dir,
                                 args.launcher, args.cfg_options)
     cfg.load_from = args.checkpoint
-    # a user's own config on CUDA: NMS needs mmcv's CUDA ops, refused early
-    cfg.setdefault('default_hooks', {})
-    cfg.default_hooks.setdefault('cuda_ops', cli.MMCPVT_HOOKS['cuda_ops'])
+    # a user's own config: the checkpoint loaded whole and weights-only; on
+    # CUDA, NMS needs mmcv's CUDA ops, refused early
+    cli.add_mmcpvt_hooks(cfg, cli.TEST_HOOKS)
     scope = cfg.get('default_scope', None)
     try:
         if args.show_dir:
@@ -145,11 +142,8 @@ def merge_args(cfg: Config, args) -> Config:
 def main(argv=None):
     args = parse_args(argv)
     cfg = merge_args(Config.fromfile(args.config), args)
-    with cli.checkpoint_errors('test.py', cfg, args.checkpoint):
-        check_checkpoint(args.checkpoint, state_dict=True)  # fails at once
-        runner = cli.build_runner(cfg)
-        # every tensor of the model (weights left random measure nothing)
-        runner.register_hook(CheckpointFitHook(min_fraction=1.0))
+    runner = cli.build_runner(cfg)
+    with cli.checkpoint_errors('test.py', runner):
         metrics = runner.test()
 
     if args.out and args.out_item == 'metrics':

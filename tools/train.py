@@ -18,10 +18,8 @@ from mmcpvt.apis import cli
 from mmcpvt.apis.cfg_options import parse_cfg_options
 from mmcpvt.apis.cpu_dist import has_accelerator
 from mmcpvt.apis.resume import set_resume
-from mmcpvt.engine import CheckpointFitHook, WorkDirLockHook
+from mmcpvt.engine import WorkDirInUseError
 from mmcpvt.utils.checkpoint import require_file
-
-cli.setup()
 
 
 def parse_args(argv=None):
@@ -65,6 +63,9 @@ def merge_args(cfg: Config, args) -> Config:
     cfg = cli.apply_common_args(cfg, args.config, args.work_dir,
                                 args.launcher, args.cfg_options)
     cli.add_mmcpvt_hooks(cfg)
+    # its lock refuses a second training in the work dir, before the config
+    # is written there (a config naming another runner goes without)
+    cfg.setdefault('runner_type', 'mmcpvt.LockedRunner')
     if args.no_validate:
         cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
     if args.amp:
@@ -103,30 +104,12 @@ def main(argv=None):
         # cuBLAS refuses deterministic algorithms without it (PyTorch's
         # "Reproducibility" notes); read when CUDA starts
         os.environ.setdefault('CUBLAS_WORKSPACE_CONFIG', ':4096:8')
-    # rank 0 locks before the runner writes the config into the work dir
-    # (the launcher's variable: no process group exists yet)
-    rank = dict(pytorch='RANK', slurm='SLURM_PROCID',
-                mpi='OMPI_COMM_WORLD_RANK').get(cfg.launcher)
-    lock = None
-    if not int(os.environ.get(rank, 0) if rank else 0):
-        try:
-            lock = WorkDirLockHook.acquire(cfg.work_dir)
-        except RuntimeError as e:
-            raise SystemExit(f'train.py: error: {e}') from None
+    runner = cli.build_runner(cfg)
     try:
-        runner = cli.build_runner(cfg)
-        resume = cfg.get('load_from') if cfg.get('resume', False) else None
-        if resume:  # all of the model (mmengine would load what fits)
-            runner.register_hook(CheckpointFitHook(min_fraction=1.0))
-        with cli.checkpoint_errors(
-                'train.py', cfg, resume and f'--resume {resume}',
-                f'\nResume with the config it was trained with; to start '
-                f'this config from the tensors that fit (fine-tuning), pass '
-                f'--cfg-options load_from={resume} instead of --resume'):
+        with cli.checkpoint_errors('train.py', runner):
             runner.train()
-    finally:
-        if lock is not None:
-            WorkDirLockHook.release(lock)
+    except WorkDirInUseError as e:
+        raise SystemExit(f'train.py: error: {e}') from None
 
 
 if __name__ == '__main__':

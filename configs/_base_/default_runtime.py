@@ -7,18 +7,16 @@ _base_ = 'mmpretrain::_base_/default_runtime.py'
 # ours, mmdet's or mmseg's -- runs with them: checkpoints written atomically
 # (the 'mmcpvt_atomic' file backend: a crash while saving leaves the previous
 # file, never half a one); every checkpoint unpickled with weights_only=True,
-# by path or URL, a bad load_from / resume file refused with what to do;
-# each epoch and training step seeded from the seed and the epoch or
-# iteration (a resumed run trains as the uninterrupted one); a second
-# training in a work dir in use refused; a model on CUDA refused before its
-# first iteration when it calls mmcv ops that the installed mmcv lacks (built
-# without CUDA).
+# by path or URL, and a load_from / resume checkpoint of another model
+# refused; each epoch and training step seeded from the seed and the epoch or
+# iteration (a resumed run trains as the uninterrupted one); a model on CUDA
+# refused before its first iteration when it calls mmcv ops that the
+# installed mmcv lacks (built without CUDA).
 default_hooks = dict(
     checkpoint=dict(backend_args=dict(backend='mmcpvt_atomic'), max_keep_ckpts=3),
-    weights_only_load=dict(type='mmcpvt.WeightsOnlyLoadHook'),
+    checkpoint_load=dict(type='mmcpvt.CheckpointLoadHook'),
     seed=dict(type='mmcpvt.SeedHook'),
-    work_dir_lock=dict(type='mmcpvt.WorkDirLockHook'),
     cuda_ops=dict(type='mmcpvt.CudaOpsHook'))
-# mmengine's Runner that takes the work-dir lock before it writes the config
-# into the work dir (mmcpvt/engine/runner.py)
+# mmengine's Runner that refuses a second training in a work dir in use,
+# before it writes the config there (mmcpvt/engine/runner.py)
 runner_type = 'mmcpvt.LockedRunner'

@@ -2,6 +2,7 @@
 that mmengine would add silently (a misspelt one: the run keeps the old
 value), naming the key and what to do; a setting of a config variable gets
 a warning naming the settings to change instead."""
+import argparse
 import difflib
 import inspect
 import logging
@@ -45,8 +46,10 @@ def parse_cfg_options(items: Optional[List[str]]) -> Optional[Dict]:
         if key in PATHS:  # quotes stripped and None, as mmengine
             value = value.strip('\'"')
             options[key] = None if value == 'None' else value
-        else:
-            options[key] = DictAction._parse_iterable(value)
+        else:  # mmengine's parsing, through its public argparse action
+            parsed = argparse.Namespace()
+            DictAction([], 'options')(None, parsed, [item])
+            options[key] = parsed.options[key]
     return options
 
 

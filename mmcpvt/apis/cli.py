@@ -3,74 +3,59 @@ option values, the hooks and the runner of the config's library. The tools
 build their own parsers; a ValueError of these functions is a usage error
 there (``parser.error(str(e))``). A tool calls :func:`setup` first."""
 import contextlib
-import os
 import os.path as osp
-import pickle
 import sys
 from typing import Callable, List, Optional
 
 from mmengine.config import Config
 
-from mmcpvt.utils.checkpoint import (FORCE, FORCE_OFF, CheckpointError,
-                                     CheckpointMismatchError)
+from mmcpvt.engine import CheckpointLoadHook
+from mmcpvt.utils.checkpoint import CheckpointError, read_checkpoint
 from mmcpvt.utils.path import check_output_dir
 from .cfg_options import merge_cfg_options
-
-
-def setup() -> None:
-    """Every ``torch.load`` of this process with ``weights_only=True``
-    (``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD``, which asks for the opposite, is
-    unset with a warning: torch refuses both)."""
-    if os.environ.pop(FORCE_OFF, None) is not None:
-        print(f'{osp.basename(sys.argv[0])}: warning: {FORCE_OFF} is '
-              'ignored: mmcpvt\'s tools load every checkpoint with '
-              'weights_only=True', file=sys.stderr)
-    os.environ[FORCE] = '1'
-
 
 # The hooks of mmcpvt.engine that every config of ours names in
 # default_hooks; tools/train.py adds those a config lacks.
 MMCPVT_HOOKS = dict(
-    weights_only_load=dict(type='mmcpvt.WeightsOnlyLoadHook'),
+    checkpoint_load=dict(type='mmcpvt.CheckpointLoadHook'),
     seed=dict(type='mmcpvt.SeedHook'),
-    work_dir_lock=dict(type='mmcpvt.WorkDirLockHook'),
     cuda_ops=dict(type='mmcpvt.CudaOpsHook'))
+# what a run that tests a checkpoint needs of them
+TEST_HOOKS = ('checkpoint_load', 'cuda_ops')
 
 
-def add_mmcpvt_hooks(cfg: Config) -> None:
-    """:data:`MMCPVT_HOOKS` and atomic checkpoint saving, where ``cfg``
-    does not set them (a user's own config)."""
+def add_mmcpvt_hooks(cfg: Config, names=tuple(MMCPVT_HOOKS)) -> None:
+    """The hooks ``names`` of :data:`MMCPVT_HOOKS` and atomic checkpoint
+    saving, where ``cfg`` does not set them (a user's own config)."""
     cfg.setdefault('default_hooks', {})
     hooks = cfg.default_hooks  # (Config.setdefault returns a copy)
-    for name, hook in MMCPVT_HOOKS.items():
-        hooks.setdefault(name, hook)
+    for name in names:
+        hooks.setdefault(name, MMCPVT_HOOKS[name])
     checkpoint = hooks.get('checkpoint', None)
     if checkpoint is not None and checkpoint.get('backend_args') is None:
         checkpoint['backend_args'] = dict(backend='mmcpvt_atomic')
 
 
 @contextlib.contextmanager
-def checkpoint_errors(prog: str, cfg: Config, given: Optional[str] = None,
-                      hint: str = ''):
-    """A checkpoint that the run cannot use (damaged, refused by torch's
-    weights-only unpickler, of another model) ends the tool with a message,
-    not a traceback; ``given``: how the user gave the checkpoint, ``hint``:
-    what else to do."""
+def checkpoint_errors(prog: str, runner):
+    """A checkpoint that the run cannot use ends the tool with one line,
+    not a traceback: refused by our loading (:class:`CheckpointError`), or
+    failing in the runner's own reader (mmengine's), which
+    :func:`read_checkpoint` then names from the file."""
     try:
         yield
     except CheckpointError as e:
-        if given is None or not isinstance(e, CheckpointMismatchError):
+        raise SystemExit(f'{prog}: error: {e}') from None
+    except Exception:  # noqa: B902  (the file says what went wrong)
+        pending = [h.checkpoint for h in runner.hooks
+                   if isinstance(h, CheckpointLoadHook) and h.checkpoint]
+        if not pending:
+            raise
+        try:
+            read_checkpoint(pending[0])
+        except (CheckpointError, FileNotFoundError) as e:
             raise SystemExit(f'{prog}: error: {e}') from None
-        raise SystemExit(f'{prog}: error: {given} does not fit the model of '
-                         f'{cfg.filename}: {e}{hint}') from None
-    except pickle.UnpicklingError:
-        raise SystemExit(
-            f'{prog}: error: a checkpoint of this run (load_from='
-            f'{cfg.get("load_from", None)}, or a model\'s init_cfg) was '
-            f'refused by torch\'s weights-only unpickler: it holds objects '
-            f'that could run code (nothing was run), or it is damaged. Use '
-            f'one of tensors only: torch.save({{"state_dict": sd}}, path).'
-        ) from None
+        raise
 
 
 def checked(cast, ok, rule: str) -> Callable:

@@ -9,28 +9,14 @@ import os.path as osp
 import torch
 
 from mmcpvt.utils.atomic import atomic_write
-from mmcpvt.utils.checkpoint import (BrokenCheckpointError, safe_load,
-                                     state_dict_of)
+from mmcpvt.utils.checkpoint import read_checkpoint, state_dict_of
 from mmcpvt.utils.convert import CONVERTERS
 from mmcpvt.utils.path import check_output
 
-ALLOWED = ('torch checkpoints written by torch.save (.pth, .pt, .bin) and '
-           '.safetensors files')
 # From this size on, the conversion shows a progress bar over the tensors
 # (official Swin-B / DeiT-B files: 350 MB): smaller ones convert in a blink
 # and print only the report.
 PROGRESS_MIN_BYTES = 100 * 2**20
-
-
-def load_checkpoint(path: str) -> dict:
-    """The checkpoint in ``path``, loaded without running pickled code; a
-    file that is no checkpoint at all is named with the formats allowed."""
-    try:
-        return safe_load(path, map_location='cpu')
-    except BrokenCheckpointError as e:
-        if e.what != 'not a checkpoint':
-            raise
-        raise ValueError(f'{e} Allowed: {ALLOWED}.') from None
 
 
 def convert_file(src: str, dst: str, family: str, **kwargs) -> str:
@@ -41,10 +27,10 @@ def convert_file(src: str, dst: str, family: str, **kwargs) -> str:
     try:
         stem = osp.splitext(osp.basename(src))[0]
         check_output('dst', dst, f'{stem}_mmcpvt.pth', inputs=[src])
-        checkpoint = state_dict_of(load_checkpoint(src), src)
-        converted, report = CONVERTERS[family](
-            checkpoint, progress=osp.getsize(src) >= PROGRESS_MIN_BYTES,
-            **kwargs)
+        checkpoint = state_dict_of(read_checkpoint(src), src)
+        big = osp.isfile(src) and osp.getsize(src) >= PROGRESS_MIN_BYTES
+        converted, report = CONVERTERS[family](checkpoint, progress=big,
+                                               **kwargs)
     except (FileNotFoundError, ValueError) as e:  # CheckpointError included
         raise SystemExit(f'error: {e}')
     with io.BytesIO() as f:

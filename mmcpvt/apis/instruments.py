@@ -33,16 +33,8 @@ def load(config: str, checkpoint: Optional[str], device: str,
     if report is None:
         text = 'no checkpoint: random weights (the config\'s initialisation)'
     else:
-        text = (f'checkpoint {checkpoint}: {report["loaded"]}/'
-                f'{report["total"]} tensors of the {report["target"]} loaded '
-                f'(backbone {report["backbone_loaded"]}/'
-                f'{report["backbone_total"]}), {len(report["unexpected"])} '
-                'unused')
-        missing = [k for k in report['missing'] if k.startswith(
-            'backbone.' if report['target'] == 'model' else '')]
-        if missing:
-            text += ('\n  warning: backbone tensors left random: ' +
-                     ', '.join(missing[:5]) + (', ...' * bool(missing[5:])))
+        text = (f'checkpoint {checkpoint}: the {report["target"]}\'s '
+                f'{report["loaded"]} tensors loaded')
     print(text, file=sys.stderr)
     return model, backbone, cfg
 

@@ -13,8 +13,8 @@ from mmengine.config import Config
 from mmengine.logging import MMLogger
 from mmengine.registry import init_default_scope
 
-from mmcpvt.utils.checkpoint import require_file
-from mmcpvt.utils.state_dict import load_checkpoint
+from mmcpvt.utils.checkpoint import (load_weights, read_checkpoint,
+                                     require_file, state_dict_of)
 from .cfg_options import merge_cfg_options
 
 INIT_FUNCTIONS = {
@@ -86,7 +86,7 @@ def build_model(config: Union[str, Config],
                 cfg_options: Optional[dict] = None):
     """``(model, cfg, report)``: the model of ``config`` (``cfg_options``
     merged) in eval mode on ``device``: :func:`init_model`, ``init_weights``
-    and the checkpoint (``report``: :func:`load_weights`'s, or None).
+    and the checkpoint (``report``: :func:`load_checkpoint`'s, or None).
     Building draws from a generator seeded with ``seed``, leaving the
     caller's random state as it was; with None, from the global one."""
     cfg = config
@@ -100,7 +100,8 @@ def build_model(config: Union[str, Config],
             torch.manual_seed(seed)
         model = init_model(cfg, pretrained)
         model.init_weights()
-    report = None if checkpoint is None else load_weights(model, checkpoint)
+    report = None if checkpoint is None else load_checkpoint(model,
+                                                             checkpoint)
     return model.to(device).eval(), cfg, report
 
 
@@ -115,27 +116,16 @@ def input_channels(model: nn.Module) -> int:
                  if isinstance(m, nn.Conv2d)), 3)
 
 
-def load_weights(model: nn.Module, checkpoint: str) -> dict:
-    """Load a checkpoint (a file or URL) into ``model`` by
-    :func:`mmcpvt.utils.state_dict.load_checkpoint` (one of the whole model
-    into the model, any other into the backbone; one that does not fit is
-    refused); returns how much of it fitted: ``target`` ('model' or
-    'backbone'), ``loaded`` / ``total`` (tensors of the target),
-    ``backbone_loaded`` / ``backbone_total``, ``missing`` and ``unexpected``
-    (key lists)."""
-    target, result = load_checkpoint(model, checkpoint)
-
-    def weights(names):  # BN step counters are no weights
-        return [k for k in names if 'num_batches_tracked' not in k]
-
-    keys, missing = weights(target.state_dict()), weights(result.missing_keys)
-    prefix = 'backbone.' if target is model else ''
-    b_total = sum(k.startswith(prefix) for k in keys)
-    return dict(
-        target='model' if target is model else 'backbone',
-        loaded=len(keys) - len(missing),
-        total=len(keys),
-        backbone_loaded=b_total - sum(k.startswith(prefix) for k in missing),
-        backbone_total=b_total,
-        missing=missing,
-        unexpected=list(result.unexpected_keys))
+def load_checkpoint(model: nn.Module, checkpoint: str) -> dict:
+    """Load a checkpoint (a file or URL) whole into ``model``, or into
+    ``model.backbone`` if it holds no ``backbone.*`` key (a backbone or a
+    converted or official classification checkpoint), by
+    :func:`mmcpvt.utils.checkpoint.load_weights`; returns ``target``
+    ('model' or 'backbone') and ``loaded`` (the number of tensors)."""
+    ckpt = read_checkpoint(checkpoint)
+    whole = not hasattr(model, 'backbone') or any(
+        k.startswith('backbone.') for k in state_dict_of(ckpt, checkpoint))
+    fit = load_weights(model if whole else model.backbone, ckpt,
+                       source=checkpoint)
+    return dict(target='model' if whole else 'backbone',
+                loaded=len(fit.loaded))

@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import torch
 
-from .cli import build_runner
+from .cli import TEST_HOOKS, add_mmcpvt_hooks, build_runner
 from .model import build_model
 
 TASKS = {'mmpretrain': 'classification', 'mmdet': 'detection',
@@ -148,7 +148,9 @@ def save_untrained(cfg, path: str, log: str, seed: int = 0) -> None:
 
 def run_test(cfg, console_path: str) -> dict:
     """The metrics (plain numbers) of ``runner.test()`` of ``cfg`` in this
-    process; the console output goes to ``console_path``."""
+    process, with the test hooks of ``tools/test.py``; the console output
+    goes to ``console_path``."""
+    add_mmcpvt_hooks(cfg, TEST_HOOKS)
     with open(console_path, 'w') as console, redirect_stdout(console), \
             redirect_stderr(console):
         runner = build_runner(cfg)

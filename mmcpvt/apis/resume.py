@@ -9,7 +9,8 @@ from mmengine.config import Config
 from mmengine.logging import print_log
 from mmengine.runner import find_latest_checkpoint
 
-from mmcpvt.utils.checkpoint import CheckpointError, check_checkpoint
+from mmcpvt.utils.checkpoint import (CheckpointError, read_checkpoint,
+                                     state_dict_of)
 
 
 def _warn(message: str) -> None:
@@ -17,13 +18,12 @@ def _warn(message: str) -> None:
 
 
 def checkpoint_problem(path: str):
-    """What is wrong with the checkpoint file ``path``, or None."""
-    if not osp.isfile(path):
-        return 'the file does not exist'
+    """What is wrong with the checkpoint file ``path`` (its tensors mapped,
+    not read), or None."""
     try:
-        check_checkpoint(path, state_dict=True)
-    except CheckpointError as e:
-        return e.what
+        state_dict_of(read_checkpoint(path, mmap=True), path)
+    except (CheckpointError, FileNotFoundError) as e:
+        return str(e)
     return None
 
 
@@ -35,9 +35,9 @@ def set_resume(cfg: Config, path: str) -> None:
     problem = None if '://' in path else checkpoint_problem(path)
     if problem is not None:
         raise SystemExit(
-            f'train.py: error: --resume {path}: cannot resume from it: '
-            f'{problem}. Pass another checkpoint, or --resume without a '
-            'path to resume from the newest intact one of the work dir')
+            f'train.py: error: --resume: {problem}. Pass another '
+            'checkpoint, or --resume without a path to resume from the '
+            'newest intact one of the work dir')
     cfg.resume, cfg.load_from = True, path
 
 
@@ -79,7 +79,7 @@ def resume_latest(cfg: Config) -> None:
         if problem is None:
             break
         damaged.append((path, problem))
-    listing = '; '.join(f'{p}: {w}' for p, w in damaged)
+    listing = '; '.join(w for _, w in damaged)
     if problem is not None:
         raise SystemExit(
             f'train.py: error: --resume: no intact checkpoint to resume from '

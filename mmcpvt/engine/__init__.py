@@ -1,8 +1,7 @@
-from .hooks import (CheckpointFitHook, CudaOpsHook, SeedHook,
-                    WeightsOnlyLoadHook, WorkDirLockHook)
-from .runner import LockedRunner
+from .hooks import CheckpointLoadHook, CudaOpsHook, SeedHook
+from .runner import LockedRunner, WorkDirInUseError, work_dir_lock
 
 __all__ = [
-    'CheckpointFitHook', 'CudaOpsHook', 'LockedRunner', 'SeedHook',
-    'WeightsOnlyLoadHook', 'WorkDirLockHook'
+    'CheckpointLoadHook', 'CudaOpsHook', 'LockedRunner', 'SeedHook',
+    'WorkDirInUseError', 'work_dir_lock'
 ]

@@ -2,54 +2,54 @@
 ``tools/train.py`` adds them to any config), so that mmdet's and mmseg's
 own ``tools/train.py`` get them too."""
 import contextlib
-import glob
-import logging
-import os
-import os.path as osp
 import random
-import re
-import socket
-import tempfile
 
 import numpy as np
 import torch
 from mmengine.hooks import Hook
-from mmengine.logging import print_log
 from mmengine.runner import find_latest_checkpoint, set_random_seed
 
 from mmcpvt.registry import register_hook
-from mmcpvt.utils.checkpoint import check_checkpoint, weights_only_loads
-from mmcpvt.utils.state_dict import check_state_dict_fits
+from mmcpvt.utils.checkpoint import load_weights, weights_only_loads
 
 
 @register_hook
-class WeightsOnlyLoadHook(Hook):
-    """From ``before_run`` to ``after_run``, every ``torch.load`` of the
-    process uses ``weights_only=True``
-    (:func:`mmcpvt.utils.checkpoint.weights_only_loads`): the runner's
-    ``load_from`` and ``resume`` and the models' ``init_cfg`` Pretrained
-    loads all run after ``before_run``, by a local path or a URL alike. The
-    checkpoint the runner is about to load (by http(s): its download) is
-    checked first: an empty, truncated or unsafe file is refused."""
+class CheckpointLoadHook(Hook):
+    """Every ``torch.load`` of the run with ``weights_only=True``, and the
+    runner's checkpoint (``load_from``, ``resume``) loaded whole or not at
+    all.
 
-    priority = 'VERY_HIGH'
+    From ``before_run`` to ``after_run`` torch unpickles weights-only
+    (:func:`mmcpvt.utils.checkpoint.weights_only_loads`): mmengine's loader
+    of ``http(s)://`` checkpoints (``torch.hub``, which turns it off) and
+    other libraries' ``init_cfg`` loads included. In
+    ``after_load_checkpoint``, which the runner calls between reading the
+    file and loading it, the checkpoint goes into the model by
+    :func:`mmcpvt.utils.checkpoint.load_weights` with ``strict``: one of
+    another model (mmengine would load what fits and train or test the
+    rest at random weights) is refused, naming what does not fit. mmengine
+    then loads the same tensors again. ``checkpoint``: the file the runner
+    is about to load, until it has read it (for a tool's error message).
+    """
+
+    priority = 'VERY_HIGH'  # before hooks that copy the weights (EMA)
 
     def __init__(self):
         self._loads = None
+        self.checkpoint = None
 
     def before_run(self, runner) -> None:
         if self._loads is None:
             self._loads = contextlib.ExitStack()
             self._loads.enter_context(weights_only_loads())
-        load_from = runner.cfg.get('load_from', None)
-        if load_from is None and runner.cfg.get('resume', False):
-            load_from = find_latest_checkpoint(runner.work_dir)
-        # by URL, rank 0 downloads and checks; the others load its copy
-        if load_from is not None and ('://' not in str(load_from)
-                                      or runner.rank == 0):
-            check_checkpoint(load_from, state_dict=True, setting='resume from'
-                             if runner.cfg.get('resume', False) else
-                             'load_from')
+        self.checkpoint = runner.cfg.get('load_from', None)
+        if self.checkpoint is None and runner.cfg.get('resume', False):
+            self.checkpoint = find_latest_checkpoint(runner.work_dir)
+
+    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+        load_weights(_bare_model(runner), checkpoint, source=self.checkpoint
+                     or 'the checkpoint the runner loads')
+        self.checkpoint = None
 
     def after_run(self, runner) -> None:
         if self._loads is not None:
@@ -134,160 +134,11 @@ class SeedHook(Hook):
         _set_generator_states(self._stream)
 
 
-@register_hook
-class WorkDirLockHook(Hook):
-    """Refuse to train in a work dir where another training runs.
-
-    Two trainings in one work dir both write ``epoch_N.pth`` and
-    ``last_checkpoint``: the second overwrites the first's checkpoints. The
-    first holds ``<work_dir>/.train.lock`` (its host and process id) from
-    ``before_train`` to ``after_train``; ``tools/train.py`` takes it before
-    it builds the runner, which writes the config into the work dir. The
-    lock file is made whole or not at all (written aside, then linked to its
-    name). A lock left by a process that no longer runs on this host (a
-    killed run), or empty or unreadable, is taken over with a warning; one
-    from another host is refused, as its process cannot be checked. Holding
-    the lock, a run removes the temporary files that a save killed midway
-    left in the work dir (``.epoch_3.pth.<random>.tmp``,
-    :func:`mmcpvt.utils.atomic.atomic_write`). Only rank 0 locks.
-    """
-
-    NAME = '.train.lock'
-
-    def __init__(self):
-        self._path = None
-
-    @classmethod
-    def acquire(cls, work_dir: str) -> str:
-        """Take the lock of ``work_dir`` for this process (kept if it holds
-        it already), remove orphaned temporary files; the lock's path.
-
-        Raises:
-            RuntimeError: another training may hold it.
-        """
-        path = osp.join(work_dir, cls.NAME)
-        os.makedirs(work_dir, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f'{cls.NAME}.', dir=work_dir)
-        with os.fdopen(fd, 'w') as f:
-            f.write(_me())
-        try:
-            for _ in range(2):
-                with contextlib.suppress(FileExistsError):
-                    os.link(tmp, path)  # no file of that name: made whole
-                if _owner(path) == _me():
-                    break
-                cls._check_stale(path)
-            else:  # another run took it between the two
-                cls._check_stale(path)
-        finally:
-            os.remove(tmp)
-        orphans = sorted(glob.glob(osp.join(glob.escape(work_dir), '.*.tmp')))
-        for orphan in orphans:
-            os.remove(orphan)
-        if orphans:
-            print_log(f'{work_dir}: removed what saves that did not finish '
-                      f'left: {", ".join(map(osp.basename, orphans))}',
-                      logger='current', level=logging.WARNING)
-        return path
-
-    @staticmethod
-    def release(path: str) -> None:
-        """Remove the lock at ``path`` if this process holds it."""
-        if _owner(path) == _me():
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(path)
-
-    @staticmethod
-    def _check_stale(path: str) -> None:
-        """Remove the lock at ``path`` if its process is gone or it names
-        none; raise if it may still run."""
-        host, pid = (_owner(path).split() + ['?', '?'])[:2]
-        alive = pid.isdigit()  # else empty or unreadable: stale
-        if host == socket.gethostname() and pid.isdigit():
-            try:
-                os.kill(int(pid), 0)
-            except ProcessLookupError:
-                alive = False
-            except PermissionError:
-                pass
-        if alive:
-            raise RuntimeError(
-                f'work dir {osp.dirname(path)} is in use by another training '
-                f'(host {host}, process {pid}, lock file {path}): a second '
-                f'run would overwrite its checkpoints. Wait for it to end, '
-                f'stop it, or give this run another work dir (--work-dir); '
-                f'if that run is over, delete {path}.')
-        why = (f'process {pid} of {host} has ended without releasing the '
-               f'work dir' if pid.isdigit() else
-               'it names no process (empty or unreadable)')
-        print_log(f'{path}: {why}; taking it over', logger='current',
-                  level=logging.WARNING)
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(path)
-
-    def before_train(self, runner) -> None:
-        if runner.rank == 0:
-            self._path = self.acquire(runner.work_dir)
-
-    def after_train(self, runner) -> None:
-        if self._path is not None:
-            self.release(self._path)
-            self._path = None
-
-
-def _me() -> str:
-    """What a lock file of this process holds: 'host pid'."""
-    return f'{socket.gethostname()} {os.getpid()}'
-
-
-def _owner(path: str) -> str:
-    """The text of the lock file ``path`` ('' if it cannot be read)."""
-    try:
-        with open(path, errors='replace') as f:
-            return f.read().strip()
-    except OSError:
-        return ''
-
-
 def _bare_model(runner):
     """The runner's model without its DDP / FSDP wrapper."""
     from mmengine.model import is_model_wrapper
     return runner.model.module if is_model_wrapper(
         runner.model) else runner.model
-
-
-@register_hook
-class CheckpointFitHook(Hook):
-    """Refuse a ``load_from`` / ``resume`` checkpoint of which fewer than
-    ``min_fraction`` of the model's tensors fit (names and shapes), before
-    anything is loaded.
-
-    ``tools/test.py`` registers it with ``min_fraction=1.0``: a model tested
-    with some weights left random measures nothing (a classifier checkpoint
-    gives a detector mAP 0.000); ``tools/train.py --resume`` too (mmengine
-    would load the tensors that fit and train on with the rest at random).
-    Checks the checkpoint as ``Runner.load_checkpoint`` will load it
-    (``state_dict``, ``module.`` stripped), in ``after_load_checkpoint``,
-    which the runner calls between reading the file and loading it.
-
-    Args:
-        min_fraction (float): The share of the model's tensors that must
-            fit. Defaults to 1.0.
-    """
-    priority = 'LOWEST'  # after hooks that rewrite the checkpoint (EMA)
-
-    def __init__(self, min_fraction: float = 1.0):
-        self.min_fraction = min_fraction
-
-    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
-        model = _bare_model(runner)
-        state = checkpoint.get('state_dict', checkpoint)
-        state = {re.sub(r'^module\.', '', k): v for k, v in state.items()}
-        why = ('all of them are needed: the rest would be left at random '
-               'weights.' if self.min_fraction >= 1 else
-               f'at least {self.min_fraction:.0%} are needed.')
-        check_state_dict_fits(model.state_dict(), state, self.min_fraction,
-                              owner=type(model).__name__, why=why)
 
 
 def _on_cuda(model) -> bool:

@@ -1,60 +1,56 @@
-"""Checkpoints that load safely and loudly (saving: :mod:`.atomic`).
+"""Weights, loaded in one place: :func:`load_weights` reads a checkpoint
+(:func:`read_checkpoint`: a path or URL, unpickled with
+``weights_only=True``), converts official / timm / mmpretrain keys for a
+backbone that takes them, and loads what fits into a module: all of it or
+nothing (``strict``), or the part that fits with one warning line.
+A backbone's ``Pretrained`` init_cfg, the runner hook of ``load_from`` and
+``--resume`` (:class:`mmcpvt.engine.CheckpointLoadHook`) and the tools call
+it. Saving: :mod:`.atomic`.
 
 ``import mmcpvt`` registers, as a library registers its modules, mmengine's
-checkpoint types in torch's ``weights_only`` allow-list. Loading safely is
-explicit: :func:`safe_load`, :func:`weights_only_loads` around mmengine's
-loaders, and ``TORCH_FORCE_WEIGHTS_ONLY_LOAD=1``, which our tools set for
-their process.
-A file that cannot be loaded is diagnosed from the file itself, never from
-torch's error text. Loading into a model: :mod:`mmcpvt.utils.state_dict`.
+checkpoint types in torch's ``weights_only`` allow-list.
 """
 import contextlib
 import http.client
-import io
 import os
 import os.path as osp
 import pickle
-import pickletools
-import urllib.error
+import re
 import urllib.parse
 import zipfile
-from typing import List, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Optional, Union
 
 import numpy as np
 import torch
+import torch.nn as nn
+from mmengine.logging import MMLogger
 
+from .convert import CONVERTERS, detect_family
 from .text import some
-
-# ------------------------------------------------------------- errors
 
 
 class CheckpointError(ValueError):
-    """The message says why and what to do instead, ``what`` in a few words
-    what is wrong."""
-
-    def __init__(self, message: str, what: Optional[str] = None):
-        super().__init__(message)
-        self.what = what or message
+    """A checkpoint that cannot be used; the message says why."""
 
 
 class BrokenCheckpointError(CheckpointError):
-    """Empty, truncated, damaged, or no checkpoint at all."""
+    """Empty, truncated, or no torch checkpoint at all."""
 
 
 class UnsafeCheckpointError(CheckpointError):
-    """Its pickle refers to objects outside the allow-list (not run)."""
+    """Its pickle refers to objects outside the allow-list (nothing run)."""
 
 
 class CheckpointDownloadError(CheckpointError):
-    """A scheme no loader of mmengine takes, an address that names no file,
-    or a failed download."""
+    """An address that names no file, or a failed download."""
 
 
 class CheckpointMismatchError(CheckpointError):
-    """The checkpoint's tensors do not fit the model."""
+    """The checkpoint's tensors do not fit the module."""
 
 
-# ------------------------------------------------------ 1. allow-list
+# ------------------------------------------------------------ allow-list
 
 
 def _numpy_globals():
@@ -96,26 +92,20 @@ def register_checkpoint_safe_globals():
         _numpy_globals())
 
 
-# ---------------------------------------------------------- 2. loading
+# --------------------------------------------------------------- reading
 
-ALLOWED_OBJECTS = ('tensors, numbers, strings, lists, tuples and dicts, and '
-                   'the objects mmengine writes into checkpoints (numpy '
-                   'arrays, scalars and dtypes, the message hub\'s '
-                   'HistoryBuffer)')
-RETRY = 'Re-download it, re-save it, or use the previous checkpoint.'
-FORCE = 'TORCH_FORCE_WEIGHTS_ONLY_LOAD'
-FORCE_OFF = 'TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD'
+FORCE, FORCE_OFF = ('TORCH_FORCE_WEIGHTS_ONLY_LOAD',
+                    'TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD')
 
 
 @contextlib.contextmanager
 def weights_only_loads():
-    """Inside, every ``torch.load`` of this process unpickles with
-    ``weights_only=True``, whatever its caller passes: torch reads
-    ``TORCH_FORCE_WEIGHTS_ONLY_LOAD`` at each call. This covers mmengine's
-    loaders of every scheme (a local path, http(s), ``openmmlab://``,
-    ``torchvision://``: ``torch.hub.load_state_dict_from_url`` passes
-    ``weights_only`` off). ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` is unset
-    meanwhile (torch refuses both at once)."""
+    """Inside, every ``torch.load`` of the process unpickles with
+    ``weights_only=True``, whatever its caller passes (torch reads
+    ``TORCH_FORCE_WEIGHTS_ONLY_LOAD`` at each call): mmengine's loaders,
+    ``torch.hub.load_state_dict_from_url`` (which turns it off) and other
+    libraries' ``init_cfg`` loads. ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` is
+    unset meanwhile (torch refuses both at once)."""
     old = {k: os.environ.pop(k, None) for k in (FORCE, FORCE_OFF)}
     os.environ[FORCE] = '1'
     try:
@@ -125,256 +115,96 @@ def weights_only_loads():
         os.environ.update({k: v for k, v in old.items() if v is not None})
 
 
-# Globals a weights-only load takes (torch's own, and ours above), by
-# prefix: only to name, in an error, what else a refused file refers to.
-_TAKEN = ('torch.', 'collections.OrderedDict', '_codecs.encode', 'numpy.',
-          'mmengine.logging.history_buffer.', 'builtins.getattr')
-# A legacy (non-zip) torch.save file: magic number, protocol, system info,
-# the object, the storage keys; raw storage bytes follow.
-_LEGACY_PICKLES = 5
-
-
-def unwrap(checkpoint) -> dict:
-    """The state dict inside an official, timm or mmengine checkpoint
-    (``{'model': ...}`` in the DeiT / Swin / Twins releases)."""
-    for key in ('state_dict', 'model', 'model_ema', 'module'):
-        if isinstance(checkpoint, dict) and isinstance(
-                checkpoint.get(key), dict):
-            return checkpoint[key]
-    return checkpoint
-
-
-def _pickle_globals(filename: str, is_zip: bool) -> Tuple[List[str], bool]:
-    """The ``module.name`` globals the checkpoint's pickles refer to, read
-    as opcodes (nothing is run), and whether every pickle is complete.
-    Not torch's ``get_unsafe_globals_in_checkpoint``: it reads zip files
-    only, and raises on a pickle that ends early; legacy files (``torch.save
-    (..., _use_new_zipfile_serialization=False)``) are named here too
-    (test_checkpoint_safety.py::test_code_in_a_checkpoint_never_runs)."""
-    if is_zip:
-        with zipfile.ZipFile(filename) as archive:
-            data = archive.read(next(n for n in archive.namelist()
-                                     if n.endswith('data.pkl')))
-    else:
-        with open(filename, 'rb') as f:
-            data = f.read()
-    stream, found, strings = io.BytesIO(data), [], []
-    try:
-        for _ in range(1 if is_zip else _LEGACY_PICKLES):
-            for op, arg, _pos in pickletools.genops(stream):
-                if op.name in ('GLOBAL', 'INST'):
-                    found.append(arg.replace(' ', '.'))
-                elif op.name == 'STACK_GLOBAL' and len(strings) >= 2:
-                    found.append('.'.join(strings[-2:]))
-                elif isinstance(arg, str):
-                    strings.append(arg)
-    except Exception:  # noqa: B902  (pickletools: ValueError, EOF, ...)
-        return found, False
-    return found, True
-
-
-def _diagnose(filename: str, error: Exception) -> CheckpointError:
-    """The error for a file that ``torch.load(weights_only=True)`` failed
-    on, from the file itself (never from the text of ``error``)."""
-    size = osp.getsize(filename)
-    with open(filename, 'rb') as f:
-        head = f.read(4)
-    is_zip = zipfile.is_zipfile(filename)
-    members = []
-    if is_zip:
-        with zipfile.ZipFile(filename) as archive:
-            members = archive.namelist()
-    if size == 0:
-        what = 'the file has 0 bytes'
-    elif not is_zip and head.startswith(b'PK'):
-        what = (f'{size} bytes: a zip archive without its directory at the '
-                f'end, so it ends early')
-    elif not is_zip and not head.startswith(b'\x80'):
-        return BrokenCheckpointError(
-            f'{filename}: not a checkpoint: its {size} bytes are neither a '
-            f'zip archive (torch.save\'s format) nor a pickle (they start '
-            f'with {head!r}). Check the path. {RETRY}', 'not a checkpoint')
-    elif is_zip and not any(n.endswith('data.pkl') for n in members):
-        return BrokenCheckpointError(
-            f'{filename}: not a checkpoint: a zip archive that is not a torch '
-            f'file (members: {some(members)}). Check the path.',
-            'not a checkpoint')
-    else:
-        names, complete = _pickle_globals(filename, is_zip)
-        other = sorted({n for n in names if not n.startswith(_TAKEN)})
-        refers = ', '.join(other) or 'objects outside the allow-list'
-        # refused by the unpickler, not cut short: what it refers to
-        if isinstance(error, pickle.UnpicklingError) and (other or complete):
-            return UnsafeCheckpointError(
-                f'{filename}: refused to load: the checkpoint holds objects '
-                f'that are not allowed in a checkpoint (it refers to '
-                f'{refers}). Unpickling it could run code, so nothing in it '
-                f'was run or loaded. mmcpvt loads with torch.load('
-                f'weights_only=True), which allows {ALLOWED_OBJECTS}. If you '
-                f'trust where the file comes from, load it once where its '
-                f'code may run and re-save its tensors alone, e.g. '
-                f'torch.save({{"state_dict": state_dict}}, path).',
-                f'it holds objects that could run code ({refers})')
-        what = (f'{size} bytes, the data ends early' if not complete else
-                f'{size} bytes that torch cannot read: '
-                f'{type(error).__name__}')
+def _refusal(path: str, error: Exception) -> CheckpointError:
+    """What is wrong with the file ``torch.load(weights_only=True)`` failed
+    on, read from the file (never from the text of ``error``)."""
+    unsafe = []
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            is_torch = any(n.endswith('data.pkl') for n in archive.namelist())
+        unsafe = (torch.serialization.get_unsafe_globals_in_checkpoint(path)
+                  if is_torch else [])
+    else:  # torch's legacy format is a pickle (protocol 2: b'\x80\x02')
+        with open(path, 'rb') as f:
+            is_torch = f.read(1) == b'\x80'
+    if is_torch and isinstance(error, pickle.UnpicklingError) and (
+            unsafe or not zipfile.is_zipfile(path)):
+        refers = f' ({", ".join(unsafe)})' if unsafe else ''
+        return UnsafeCheckpointError(
+            f'{path}: refused: it holds objects that a weights-only load '
+            f'does not allow{refers}; nothing in it was run. If you trust '
+            f'it, load it where its code may run and save its tensors alone: '
+            f'torch.save({{"state_dict": state_dict}}, path)')
     return BrokenCheckpointError(
-        f'{filename}: the checkpoint is empty or truncated ({what}); the save '
-        f'or download that wrote it was probably interrupted. {RETRY}',
-        f'empty or truncated: {what}')
+        f'{path}: not a readable checkpoint ({osp.getsize(path)} bytes: '
+        f'empty, truncated, or not a torch file). Re-download it, re-save '
+        f'it, or use another')
 
 
-def safe_load(filename: str, map_location=None, mmap: bool = False):
-    """``torch.load(filename, weights_only=True)``; a file it fails on is
-    named, with what is wrong and what to do.
+def _read_file(path: str, mmap: bool):
+    if path.endswith('.safetensors'):  # no pickle in them
+        # safetensors' own loader: torch.load reads them from 2.14 on
+        from safetensors.torch import load_file
+        return load_file(path, device='cpu')
+    try:
+        with weights_only_loads():  # a TORCH_FORCE_* setting cannot clash
+            return torch.load(path, map_location='cpu', weights_only=True,
+                              mmap=mmap and zipfile.is_zipfile(path) or None)
+    except Exception as e:  # noqa: B902  (the file says what went wrong)
+        raise _refusal(path, e) from None
+
+
+def _read_url(url: str):
+    """By torch.hub, into its cache (``<hub dir>/checkpoints``, where
+    mmengine's loader finds it too)."""
+    name = osp.basename(urllib.parse.urlparse(url).path)
+    if not name:  # torch.hub would load its cache folder itself
+        raise CheckpointDownloadError(
+            f'{url} names no file (its path ends in "/"): give the address '
+            f'of the checkpoint file')
+    cache = osp.join(torch.hub.get_dir(), 'checkpoints')
+    try:
+        with weights_only_loads():
+            return torch.hub.load_state_dict_from_url(
+                url, model_dir=cache, map_location='cpu', progress=False,
+                file_name=name, weights_only=True)
+    except Exception as e:  # noqa: B902
+        copy = osp.join(cache, name)
+        if osp.isfile(copy):  # downloaded, not loadable
+            raise type(_refusal(copy, e))(
+                f'{url}, downloaded to {_refusal(copy, e)} (delete the copy '
+                f'to download again)') from None
+        if not isinstance(e, (OSError, http.client.HTTPException,
+                              ValueError)):
+            raise
+        why = getattr(e, 'reason', e)  # a URLError's: the OSError behind it
+        raise CheckpointDownloadError(
+            f'{url}: the download failed ({why}): check the address, the '
+            f'network and any proxy, or download the file and give its '
+            f'path') from None
+
+
+def read_checkpoint(path: str, mmap: bool = False):
+    """The checkpoint object in ``path``: a local file (``.safetensors``
+    too; with ``mmap``, a zip-format file's tensors are mapped, not read),
+    an ``http(s)://`` address (torch.hub's cache) or another scheme of
+    mmengine's ``CheckpointLoader`` (``openmmlab://``, ...), all unpickled
+    with ``weights_only=True``.
 
     Raises:
-        FileNotFoundError: ``filename`` is not a file.
-        BrokenCheckpointError: empty, truncated, damaged or no checkpoint.
-        UnsafeCheckpointError: the pickle refers to objects outside the
-            allow-list (nothing in it is run).
-    """
-    if not osp.isfile(filename):
-        raise FileNotFoundError(f'checkpoint file not found: {filename}')
-    try:
-        if filename.endswith('.safetensors'):  # no pickle in them
-            # safetensors' own loader: torch.load reads them from 2.14 on
-            from safetensors.torch import load_file
-            return load_file(filename, device=str(map_location or 'cpu'))
-        with weights_only_loads():  # a TORCH_FORCE_* setting cannot clash
-            return torch.load(filename, map_location=map_location,
-                              weights_only=True, mmap=mmap or None)
-    except Exception as e:  # noqa: B902  (the file says what went wrong)
-        raise _diagnose(filename, e) from None  # torch's text not added
-
-
-def _held(obj) -> str:
-    """What ``obj`` is, for an error message: 'a list of 2 items', ..."""
-    if isinstance(obj, torch.Tensor):
-        return f'a tensor of shape {tuple(obj.shape)}'
-    if isinstance(obj, dict):
-        odd = [f'{k!r} ({type(v).__name__})' for k, v in obj.items()
-               if not isinstance(v, torch.Tensor)]
-        return (f'a dict with entries that are not tensors: {some(odd)}'
-                if obj else 'an empty dict')
-    size = f' of {len(obj)} items' if isinstance(obj, (list, tuple)) else ''
-    return f'a {type(obj).__name__}{size}'
-
-
-def state_dict_of(checkpoint, path: str) -> dict:
-    """The state dict in ``checkpoint`` (read from ``path``; see
-    :func:`unwrap`), or a :class:`CheckpointError`
-    naming the file, what it holds and what is expected."""
-    state = unwrap(checkpoint)
-    if isinstance(state, dict) and state and all(
-            isinstance(v, torch.Tensor) for v in state.values()):
-        return state
-    held = _held(state)
-    if state is not checkpoint:  # found under a key
-        key = next(k for k, v in checkpoint.items() if v is state)
-        held = f'a dict whose {key!r} entry is {held}'
-    raise CheckpointError(
-        f'{path} is not a state dict: it holds {held}. Expected a dict of '
-        f'tensors (name -> tensor), or a dict whose \'state_dict\' or '
-        f'\'model\' entry is one.')
-
-
-def _check_url(url: str) -> None:
-    """Refuse, before anything is fetched, an address that mmengine's
-    ``CheckpointLoader`` would read as a local file name (``HTTP://``,
-    ``file://``, ``htps://``: it matches its schemes in lower case) or that
-    names no file for torch.hub's cache (a path ending in ``/``)."""
-    from mmengine.runner.checkpoint import CheckpointLoader, load_from_local
-
-    def read_as_file(address):  # the maintained table of schemes, through
-        # a private classmethod: mmengine has no public one
-        return CheckpointLoader._get_checkpoint_loader(
-            address) is load_from_local
-
-    scheme, rest = url.split('://', 1)
-    path = urllib.parse.urlparse(url).path
-    if read_as_file(url) and not osp.exists(url):  # (a file named a://b)
-        lower = f'{scheme.lower()}://{rest}'
-        fix = (f'write {lower}' if not read_as_file(lower) else
-               f'give the file\'s path, {path}' if scheme.lower() == 'file'
-               else 'give a local path or an http(s):// address')
-        raise CheckpointDownloadError(
-            f'{url}: no checkpoint loader of mmengine takes the scheme '
-            f'{scheme}:// (they match http://, https://, openmmlab://, ... '
-            f'in lower case), so it would be read as a local file name: '
-            f'{fix}', f'unknown scheme {scheme}://')
-    if scheme in ('http', 'https') and not osp.basename(path):
-        raise CheckpointDownloadError(
-            f'{url} names no file (its path ends in "/"): torch.hub caches '
-            f'a download under the last part of the path. Give the address '
-            f'of the checkpoint file itself, e.g. {url.rstrip("/")}'
-            f'/model.pth', 'the address names no file')
-
-
-def download(url: str) -> str:
-    """The copy of the http(s) checkpoint ``url`` in torch.hub's cache
-    (``<hub dir>/checkpoints/<file name>``), where mmengine's loader
-    (``torch.hub.load_state_dict_from_url``) finds it; downloaded unless
-    it is there. A failed download leaves no file behind and raises a
-    :class:`CheckpointDownloadError`."""
-    _check_url(url)
-    copy = osp.join(torch.hub.get_dir(), 'checkpoints',
-                    osp.basename(urllib.parse.urlparse(url).path))
-    if osp.isfile(copy):
-        return copy
-    os.makedirs(osp.dirname(copy), exist_ok=True)
-    try:  # torch writes <copy>.<uuid>.partial and removes it on failure
-        torch.hub.download_url_to_file(url, copy, progress=False)
-    except (OSError, ValueError, http.client.HTTPException) as e:
-        # urllib's errors are OSErrors; a bad port is http.client's
-        # InvalidURL (a ValueError), a cut connection its IncompleteRead
-        why = e if isinstance(e, urllib.error.HTTPError) else getattr(
-            e, 'reason', e)  # a URLError's reason: the OSError behind it
-        raise CheckpointDownloadError(
-            f'{url}: the download failed ({why}). Check the address (open '
-            f'it with curl or a browser), the network and any proxy '
-            f'(https_proxy); or download the file yourself and give its '
-            f'local path instead of the URL.', f'download failed: {why}'
-        ) from None  # urllib's traceback not added
-    return copy
-
-
-def check_checkpoint(path: str, state_dict: bool = False,
-                     setting: Optional[str] = None) -> None:
-    """Raise a clear error if the checkpoint ``path`` cannot be loaded,
-    before anything is built; with ``state_dict``, also if it holds no state
-    dict (a list, a tensor, ``{'state_dict': 'text'}``). ``setting`` (e.g.
-    ``'load_from'``) names where ``path`` was given, at the start of the
-    error. A zip-format file is memory-mapped: its tensor data is not read,
-    so the check costs little even for a large file (and does not find
-    damage inside a tensor's bytes).
-
-    An ``http(s)://`` address is downloaded (:func:`download`) and that copy
-    checked; an address that mmengine would read as a local file name
-    (``HTTP://``, ``file://``) is refused; other schemes (``openmmlab://``,
-    ...) are left to their loader, under :func:`weights_only_loads`.
+        FileNotFoundError: a local ``path`` that is no file.
+        CheckpointError: a broken or unsafe file, a failed download.
     """
     path = str(path)
-    try:
-        if path.startswith(('http://', 'https://')):
-            copy = download(path)
-            try:
-                return check_checkpoint(copy, state_dict)
-            except CheckpointError as e:
-                raise type(e)(
-                    f'{path}, downloaded to {e} (torch.hub loads that copy '
-                    f'again rather than download anew: delete it to '
-                    f'download again)', e.what) from None
-        if '://' in path:
-            return _check_url(path)
-        checkpoint = safe_load(path, map_location='cpu',
-                               mmap=zipfile.is_zipfile(path))
-        if state_dict:
-            state_dict_of(checkpoint, path)
-    except CheckpointError as e:
-        if setting is None:
-            raise
-        raise type(e)(f'{setting} {e}', e.what) from None
+    if path.lower().startswith(('http://', 'https://')):
+        return _read_url(path)
+    if '://' in path:
+        from mmengine.runner import CheckpointLoader
+        with weights_only_loads():
+            return CheckpointLoader.load_checkpoint(path, map_location='cpu')
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'checkpoint file not found: {path}')
+    return _read_file(path, mmap)
 
 
 def require_file(path, what: str = 'checkpoint') -> None:
@@ -382,3 +212,128 @@ def require_file(path, what: str = 'checkpoint') -> None:
     loader."""
     if '://' not in str(path) and not osp.isfile(str(path)):
         raise FileNotFoundError(f'{what} file not found: {path}')
+
+
+def state_dict_of(checkpoint, source: str = 'the checkpoint') -> dict:
+    """The state dict in an official, timm or mmengine checkpoint (its
+    ``state_dict`` / ``model`` / ``model_ema`` / ``module`` entry, or
+    itself), ``module.`` (a DDP wrapper's) stripped from its keys."""
+    state = checkpoint
+    for key in ('state_dict', 'model', 'model_ema', 'module'):
+        if isinstance(checkpoint, dict) and isinstance(
+                checkpoint.get(key), dict):
+            state = checkpoint[key]
+            break
+    odd = (sorted(k for k, v in state.items()
+                  if not isinstance(v, torch.Tensor))
+           if isinstance(state, dict) else [])
+    if not isinstance(state, dict) or not state or odd:
+        held = (f'entries that are not tensors ({some(odd)})' if odd else
+                'no tensors' if isinstance(state, dict) else
+                f'a {type(state).__name__}')
+        raise CheckpointError(
+            f'{source} holds no state dict (name -> tensor), alone or under '
+            f'"state_dict" or "model": it holds {held}')
+    return {re.sub(r'^module\.', '', k): v for k, v in state.items()}
+
+
+# --------------------------------------------------------------- fitting
+
+
+@dataclass
+class Fit:
+    """How a state dict fits a module: the keys loaded, those of the module
+    it lacks (``missing``), has with another shape (``wrong_shape``), and
+    those the module lacks (``unexpected``). BatchNorm step counters are
+    not counted."""
+    loaded: list = field(default_factory=list)
+    missing: list = field(default_factory=list)
+    wrong_shape: list = field(default_factory=list)
+    unexpected: list = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return len(self.loaded) + len(self.missing) + len(self.wrong_shape)
+
+    def unfit(self) -> str:
+        """What did not fit, in one line ('' if all did)."""
+        return '; '.join(f'{len(keys)} {what} ({some(keys)})' for what, keys in (
+            ('not in the checkpoint', self.missing),
+            ('of another shape', self.wrong_shape),
+            ('not in the module', self.unexpected)) if keys)
+
+
+def _fit(expected: dict, offered: dict) -> Fit:
+    fit = Fit()
+    for key, value in expected.items():
+        if key.endswith('num_batches_tracked'):
+            continue
+        found = offered.get(key)
+        if found is None:
+            fit.missing.append(key)
+        elif found.shape != value.shape:
+            fit.wrong_shape.append(key)
+        else:
+            fit.loaded.append(key)
+    fit.unexpected = [k for k in offered if k not in expected
+                      and not k.endswith('num_batches_tracked')]
+    return fit
+
+
+def load_weights(module: nn.Module, checkpoint: Union[str, dict],
+                 prefix: Optional[str] = None, strict: bool = True,
+                 source: Optional[str] = None) -> Fit:
+    """Load ``checkpoint`` (a path, a URL, or a checkpoint already read)
+    into ``module``; return the :class:`Fit`.
+
+    The file is read once (:func:`read_checkpoint`), its state dict taken
+    (:func:`state_dict_of`), the keys under ``prefix`` kept without it
+    (mmengine's prefix loader is private), and an official / timm /
+    mmpretrain checkpoint of the module's ``checkpoint_family`` converted
+    (:mod:`mmcpvt.utils.convert`). Then, with ``strict``, the checkpoint
+    must hold every tensor of ``module`` with its shape and nothing else,
+    or nothing loads; without, the tensors that fit load, the rest keep
+    their values and are named in one warning line, and a checkpoint of
+    which fewer than half of the module's tensors fit is refused (a wrong
+    prefix or another model: mostly random weights). ``source`` names the
+    checkpoint in messages (default: ``checkpoint`` itself).
+
+    Raises:
+        CheckpointMismatchError: the tensors do not fit.
+        FileNotFoundError, CheckpointError: see :func:`read_checkpoint`.
+    """
+    source = source or str(checkpoint)
+    if not isinstance(checkpoint, dict):
+        checkpoint = read_checkpoint(checkpoint)
+    state = state_dict_of(checkpoint, source)
+    name = type(module).__name__
+    if prefix:
+        if not any(k.startswith(prefix) for k in state):
+            raise CheckpointMismatchError(
+                f'{source}: no key starts with prefix={prefix!r} (its keys '
+                f'are like {some(state)}); change the prefix')
+        state = {k[len(prefix):]: v for k, v in state.items()
+                 if k.startswith(prefix)}
+    family = getattr(module, 'checkpoint_family', None)
+    if family is not None and detect_family(state) == family:
+        state, report = CONVERTERS[family](state, with_head=False)
+        MMLogger.get_current_instance().info(
+            f'{source}: converted for {name}: {report.summary()}')
+    fit = _fit(module.state_dict(), state)
+    unfit = fit.unfit()
+    if strict and unfit:
+        raise CheckpointMismatchError(
+            f'{source} does not fit {name}: {unfit}. Load a checkpoint of '
+            f'this model; to load the part of another that fits, give it to '
+            f'the backbone: init_cfg=dict(type="Pretrained", checkpoint=..., '
+            f'prefix=...)')
+    if len(fit.loaded) * 2 < fit.total:
+        raise CheckpointMismatchError(
+            f'{source}: only {len(fit.loaded)} of the {fit.total} tensors of '
+            f'{name} fit: {unfit}. Check the checkpoint and the prefix')
+    if unfit:
+        MMLogger.get_current_instance().warning(
+            f'{source}: loaded {len(fit.loaded)} of the {fit.total} tensors '
+            f'of {name}; {unfit}')
+    module.load_state_dict({k: state[k] for k in fit.loaded}, strict=False)
+    return fit

@@ -55,10 +55,9 @@ from mmcpvt.apis.cfg_options import parse_cfg_options
 from mmcpvt.apis.resolution import (PROTOCOLS, config_task, describe,
                                     run_test, save_untrained, set_test_size,
                                     training_size)
-from mmcpvt.utils.checkpoint import check_checkpoint, require_file
+from mmcpvt.utils.checkpoint import (read_checkpoint, require_file,
+                                     state_dict_of)
 from mmcpvt.utils.path import check_output_dir
-
-cli.setup()
 
 PAPER_SIZES = [160, 224, 384, 448, 512]
 # The largest test size: a 4096 x 4096 image is 48 MiB as float32, a ViT's
@@ -181,8 +180,8 @@ def main(argv=None):
     parser, args = parse_args(argv)
     cfg, pipelines = load_config(parser, args)
     try:
-        for checkpoint in args.checkpoint:  # by http(s): its download
-            check_checkpoint(checkpoint, state_dict=True)
+        for checkpoint in args.checkpoint:  # tensors mapped, not read
+            state_dict_of(read_checkpoint(checkpoint, mmap=True), checkpoint)
     except (ValueError, FileNotFoundError) as e:
         parser.error(str(e))
     task, sizes, out_dir = args.task, args.sizes, args.out_dir

@@ -25,8 +25,6 @@ from mmcpvt.apis.model import init_model
 from mmcpvt.models.layers import Attention
 from mmcpvt.utils.checkpoint import require_file
 
-cli.setup()
-
 # the input of each library's models: H, W
 DEFAULT_SHAPE = {'mmpretrain': (224, 224), 'mmdet': (800, 1280),
                  'mmseg': (512, 512)}

@@ -30,8 +30,6 @@ from mmcpvt.analysis.position_probe import position_probe
 from mmcpvt.apis import cli, instruments
 from mmcpvt.apis.cfg_options import parse_cfg_options
 
-cli.setup()
-
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(

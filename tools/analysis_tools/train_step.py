@@ -82,7 +82,6 @@ def main(argv=None):
         cli.check_options(device_arg, device=args.device)
     except ValueError as e:
         parser.error(str(e))
-    cli.setup()
     MMLogger.get_instance('mmengine').setLevel('WARNING')  # no init dump
     s = Settings('', what='train', size=args.size, batch=args.batch,
                  threads=torch.get_num_threads(), device=args.device)

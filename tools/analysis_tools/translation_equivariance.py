@@ -39,8 +39,6 @@ from mmcpvt.analysis.equivariance import MODES, translation_equivariance
 from mmcpvt.apis import cli, instruments
 from mmcpvt.apis.cfg_options import parse_cfg_options
 
-cli.setup()
-
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(

@@ -33,8 +33,6 @@ from mmcpvt.models.layers import RotaryPositionEmbedding2d
 from mmcpvt.utils.checkpoint import require_file
 from mmcpvt.utils.path import check_output
 
-cli.setup()
-
 # 17: the first opset with LayerNormalization (one node per norm instead of
 # eleven); scaled_dot_product_attention is exported from opset 14 on.
 DEFAULT_OPSET = 17

@@ -7,10 +7,7 @@ out: a warm start for CPVT.
 """
 import argparse
 
-from mmcpvt.apis.cli import setup
 from mmcpvt.apis.convert import convert_file
-
-setup()
 
 
 def main(argv=None):

@@ -17,13 +17,9 @@ import os.path as osp
 
 import torch
 
-from mmcpvt.apis import cli
-from mmcpvt.apis.convert import load_checkpoint
 from mmcpvt.utils.atomic import atomic_write
-from mmcpvt.utils.checkpoint import state_dict_of
+from mmcpvt.utils.checkpoint import read_checkpoint, state_dict_of
 from mmcpvt.utils.path import check_output
-
-cli.setup()
 
 SAVE_KEYS = ('meta', 'state_dict')
 
@@ -33,7 +29,7 @@ def publish(in_file: str, out_file: str, save_keys=SAVE_KEYS) -> str:
     ``<out_file without .pth>-<sha256[:8]>.pth``; returns that path."""
     stem = osp.splitext(osp.basename(in_file))[0]
     check_output('OUT_FILE', out_file, f'{stem}.pth', inputs=[in_file])
-    checkpoint = load_checkpoint(in_file)
+    checkpoint = read_checkpoint(in_file)
     state_dict = state_dict_of(checkpoint, in_file)
     if 'state_dict' not in checkpoint:  # a bare (converted) or official one
         checkpoint = dict(state_dict=state_dict)

@@ -6,10 +6,7 @@ their initialisation).
 """
 import argparse
 
-from mmcpvt.apis.cli import setup
 from mmcpvt.apis.convert import convert_file
-
-setup()
 
 
 def main(argv=None):

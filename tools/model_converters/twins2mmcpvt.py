@@ -9,10 +9,7 @@ pcpvt small / base / large = PVT-small / medium / large + PEG + GAP:
 """
 import argparse
 
-from mmcpvt.apis.cli import setup
 from mmcpvt.apis.convert import convert_file
-
-setup()
 
 
 def main(argv=None):

@@ -40,8 +40,6 @@ from mmcpvt.apis.cfg_options import parse_cfg_options
 from mmcpvt.utils.checkpoint import require_file
 from mmcpvt.utils.path import check_output_dir
 
-cli.setup()
-
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(

@@ -1,5 +1,7 @@
-"""What every mmcpvt backbone shares: PEG placement, gradient checkpointing
-and freezing, written once (weights: :mod:`.loading`)."""
+"""What every mmcpvt backbone shares: PEG placement, the transformer init
+and ``Pretrained`` loading, gradient checkpointing and freezing, written
+once."""
+import math
 from abc import abstractmethod
 from typing import Optional, Sequence, Union
 
@@ -7,12 +9,18 @@ import torch
 import torch.nn as nn
 import torch.utils.checkpoint as cp
 from mmcv.cnn.bricks.transformer import PatchEmbed
+from mmengine.model import BaseModule
+from mmengine.model.weight_init import (constant_init, normal_init,
+                                        trunc_normal_, trunc_normal_init)
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from mmcpvt.utils.checkpoint import load_weights
 from ..layers import PEGs
-from .loading import CheckpointLoading
 
 BEFORE_FIRST_BLOCK = -1  # the PEG position before the first block
+# Parameters initialised like a Linear weight (truncated normal, std .02).
+TRUNC_NORMAL_PARAMS = ('cls_token', 'pos_embed',
+                       'relative_position_bias_table', 'relative_key_table')
 
 
 def patch_embed(in_channels: int, embed_dims: int, patch_size: int,
@@ -62,7 +70,7 @@ def drop_path_rates(drop_path_rate: float, num_blocks: int) -> list:
     return torch.linspace(0, drop_path_rate, num_blocks).tolist()
 
 
-class BaseBackbone(CheckpointLoading):
+class BaseBackbone(BaseModule):
     """Base of the backbones. A backbone provides its PEGs from
     :meth:`build_pegs`, run in ``forward`` as ``x, hw = pegs(j, x, hw)``
     after ``x = self.run_block(block, x, hw)``; :meth:`frozen_modules`; and
@@ -76,9 +84,16 @@ class BaseBackbone(CheckpointLoading):
             ``frozen_stages`` stages with their PEGs; -1: none.
         norm_eval (bool): Batch norms in eval mode while training.
         with_cp (bool): Gradient checkpointing of each block.
-        init_cfg (dict | list, optional): See :class:`CheckpointLoading`.
+        init_cfg (dict | list, optional): None: the transformer init of
+            DeiT / PVT / Twins (truncated normal, std .02, for linear layers,
+            class tokens and tables; ones/zeros for norms; fan-out normal
+            for convolutions). A ``Pretrained`` one (``checkpoint``,
+            ``prefix``) loads the part of a checkpoint that fits on top
+            (:func:`mmcpvt.utils.checkpoint.load_weights`), an official /
+            timm one of ``checkpoint_family`` converted.
     """
     pegs_may_shrink = False  # whether it follows a smaller map through
+    checkpoint_family = None  # see mmcpvt.utils.convert; None: converts none
 
     def __init__(self, num_stages: int, peg_cfg: Optional[dict],
                  frozen_stages: int, norm_eval: bool, with_cp: bool,
@@ -92,6 +107,50 @@ class BaseBackbone(CheckpointLoading):
         self.frozen_stages = frozen_stages
         self.norm_eval = norm_eval
         self.with_cp = with_cp
+
+    def init_weights(self):
+        """The transformer init, mmengine's for other init_cfg entries,
+        then each ``Pretrained`` checkpoint by ``load_weights`` (not
+        mmengine's ``PretrainedInit``, which loads any file without
+        checking what fits)."""
+        cfgs = self.init_cfg if isinstance(self.init_cfg, list) else [
+            self.init_cfg]
+        pretrained = [c for c in cfgs
+                      if isinstance(c, dict) and c.get('type') == 'Pretrained']
+        first = not self._is_init
+        if first:  # what a checkpoint lacks (new PEGs) keeps this init
+            self._default_init()
+        init_cfg, self.init_cfg = self.init_cfg, [
+            c for c in cfgs if c and c not in pretrained] or None
+        try:
+            super().init_weights()
+        finally:
+            self.init_cfg = init_cfg
+        for cfg in pretrained if first else []:
+            checkpoint = cfg.get('checkpoint')
+            source = f'{type(self).__name__} init_cfg Pretrained {checkpoint}'
+            try:
+                load_weights(self, checkpoint or '', cfg.get('prefix'),
+                             strict=False, source=source)
+            except FileNotFoundError as e:
+                raise FileNotFoundError(
+                    f'{source}: {e}. docs/model_zoo.md ("Weights") says where '
+                    f'the authors publish ImageNet weights; or start from '
+                    f'random weights: model.backbone.init_cfg=None') from None
+
+    def _default_init(self):
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                trunc_normal_init(m, std=.02, bias=0)
+            elif isinstance(m, (nn.LayerNorm, nn.GroupNorm, _BatchNorm)):
+                constant_init(m, 1, bias=0)
+            elif isinstance(m, nn.Conv2d):
+                fan_out = m.kernel_size[0] * m.kernel_size[1] * \
+                    m.out_channels // m.groups
+                normal_init(m, 0, math.sqrt(2.0 / fan_out), bias=0)
+        for name, p in self.named_parameters():
+            if name.rsplit('.', 1)[-1] in TRUNC_NORMAL_PARAMS:
+                trunc_normal_(p, std=.02)
 
     def build_pegs(self, positions: Union[int, Sequence[int]],
                    num_blocks: int, embed_dims: int,

@@ -93,8 +93,10 @@ class PVTPEG(BaseBackbone):
         dpr = iter(drop_path_rates(drop_path_rate, sum(arch['depths'])))
         self.pos_embeds = ModuleList() if pos_embed == 'learned' else None
         self.drop_after_pos = nn.Dropout(drop_rate)
-        self.patch_embeds, self.stages, self.pegs, self.norms = (
-            ModuleList() for _ in range(4))
+        self.patch_embeds = ModuleList()
+        self.stages = ModuleList()
+        self.pegs = ModuleList()
+        self.norms = ModuleList()
         in_dims, stride = in_channels, 1
         for i, depth in enumerate(arch['depths']):
             dims, last = self.embed_dims[i], i == self.num_stages - 1
@@ -136,7 +138,9 @@ class PVTPEG(BaseBackbone):
 
     def forward(self, x: torch.Tensor) -> tuple:
         assert x.dim() == 4, f'x must be (B, C, H, W), got {tuple(x.shape)}'
-        B, outs, last = x.shape[0], [], self.num_stages - 1
+        B = x.shape[0]
+        last = self.num_stages - 1
+        outs = []
         for i, blocks in enumerate(self.stages):
             x, hw = self.patch_embeds[i](x)  # (B, C, H, W) -> (B, H*W, C)
             if i == last and self.with_cls_token:

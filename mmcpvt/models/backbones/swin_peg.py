@@ -193,8 +193,9 @@ class SwinPEG(BaseBackbone):
                                        norm_cfg=norm_cfg)
         self.drop_after_pos = nn.Dropout(drop_rate)
         dpr = iter(drop_path_rates(drop_path_rate, sum(arch['depths'])))
-        self.stages, self.pegs, self.downsamples = (ModuleList()
-                                                    for _ in range(3))
+        self.stages = ModuleList()
+        self.pegs = ModuleList()
+        self.downsamples = ModuleList()
         for i, depth in enumerate(arch['depths']):
             self.stages.append(ModuleList([
                 SwinBlock(dims[i], arch['num_heads'][i], mlp_ratio * dims[i],

@@ -280,7 +280,8 @@ def _fit(expected: dict, offered: dict) -> Fit:
     return fit
 
 
-def load_weights(module: nn.Module, checkpoint: Union[str, dict],
+def load_weights(module: nn.Module, checkpoint: Union[str, os.PathLike,
+                                                      dict],
                  prefix: Optional[str] = None, strict: bool = True,
                  source: Optional[str] = None) -> Fit:
     """Load ``checkpoint`` (a path, a URL, or a checkpoint already read)
@@ -302,9 +303,11 @@ def load_weights(module: nn.Module, checkpoint: Union[str, dict],
         CheckpointMismatchError: the tensors do not fit.
         FileNotFoundError, CheckpointError: see :func:`read_checkpoint`.
     """
-    source = source or str(checkpoint)
-    if not isinstance(checkpoint, dict):
+    if isinstance(checkpoint, (str, os.PathLike)):
+        source = source or str(checkpoint)
         checkpoint = read_checkpoint(checkpoint)
+    source = source or 'the checkpoint'
+
     state = state_dict_of(checkpoint, source)
     name = type(module).__name__
     if prefix:

@@ -37,10 +37,8 @@ def test_config_resolves(path):
     assert cfg.custom_imports.get('allow_failed_imports') is False
     hooks = cfg.default_hooks
     assert hooks.checkpoint.backend_args == dict(backend='mmcpvt_atomic')
-    for name, hook in (('weights_only_load', 'WeightsOnlyLoadHook'),
-                       ('seed', 'SeedHook'),
-                       ('work_dir_lock', 'WorkDirLockHook'),
-                       ('cuda_ops', 'CudaOpsHook')):
+    for name, hook in (('checkpoint_load', 'CheckpointLoadHook'),
+                       ('seed', 'SeedHook'), ('cuda_ops', 'CudaOpsHook')):
         assert hooks[name].type == f'mmcpvt.{hook}', (name, hooks[name])
     loaders = [cfg[f'{s}_dataloader'] for s in ('train', 'val', 'test')]
     if cfg.default_scope == 'mmseg':  # each pipeline, TTA's included

@@ -1,10 +1,11 @@
-"""mmcpvt/engine/hooks.py and what ``import mmcpvt`` leaves alone.
+"""mmcpvt/engine (hooks, the runner's lock) and what ``import mmcpvt``
+leaves alone.
 
 Importing mmcpvt registers its modules and changes nothing else: mmengine's
 file backends and checkpoint loaders and mmpretrain's model hub methods are
-the very objects they were. What mmcpvt adds to a run comes from hooks its
-configs name: weights-only loads with a bad local file refused, the
-work-dir lock.
+the very objects they were. What mmcpvt adds to a run comes from the hooks
+and the runner its configs name: weights-only loads, the runner's
+checkpoint loaded whole, the work-dir lock.
 """
 import os
 import os.path as osp
@@ -17,8 +18,9 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from mmcpvt.engine import WeightsOnlyLoadHook, WorkDirLockHook
-from mmcpvt.utils.checkpoint import BrokenCheckpointError
+from mmcpvt.engine import CheckpointLoadHook, WorkDirInUseError, work_dir_lock
+from mmcpvt.engine.runner import LOCK
+from mmcpvt.utils.checkpoint import CheckpointMismatchError
 from tests.utils import ROOT, explain
 
 SNAPSHOT = '''
@@ -58,62 +60,56 @@ def test_import_changes_nothing_in_mmengine():
 
 @pytest.fixture
 def runner(tmp_path):
-    return SimpleNamespace(cfg=Config(), work_dir=str(tmp_path), rank=0)
+    return SimpleNamespace(cfg=Config(), work_dir=str(tmp_path), rank=0,
+                           model=torch.nn.Linear(2, 2))
 
 
-def test_weights_only_hook(runner, tmp_path, monkeypatch):
+def test_checkpoint_load_hook(runner, tmp_path, monkeypatch):
     """torch's setting made weights-only for the run and restored after it;
-    a bad load_from, or the work dir's latest checkpoint when resuming,
-    refused before the runner loads it."""
+    the checkpoint the runner read loaded whole, or refused naming what
+    does not fit and leaving the model as it was."""
     monkeypatch.delenv('TORCH_FORCE_WEIGHTS_ONLY_LOAD', raising=False)
     monkeypatch.setenv('TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD', '1')
-    hook = WeightsOnlyLoadHook()
+    hook = CheckpointLoadHook()
+    runner.cfg = Config(dict(resume=True))
+    (tmp_path / 'last_checkpoint').write_text(str(tmp_path / 'epoch_1.pth'))
     hook.before_run(runner)
     assert os.environ['TORCH_FORCE_WEIGHTS_ONLY_LOAD'] == '1'
     assert 'TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD' not in os.environ
+    assert hook.checkpoint == str(tmp_path / 'epoch_1.pth')
+
+    state = {'module.weight': torch.ones(2, 2), 'module.bias': torch.ones(2)}
+    hook.after_load_checkpoint(runner, {'state_dict': state, 'meta': {}})
+    assert runner.model.weight.eq(1).all() and hook.checkpoint is None
+    before = runner.model.weight.clone()
+    with pytest.raises(CheckpointMismatchError) as e:
+        hook.after_load_checkpoint(runner, {'state_dict': {
+            'weight': torch.zeros(2, 2), 'bias': torch.zeros(3)}})
+    assert 'bias' in str(e.value) and '1 of another shape' in str(e.value)
+    assert torch.equal(runner.model.weight, before)
     hook.after_run(runner)
     assert 'TORCH_FORCE_WEIGHTS_ONLY_LOAD' not in os.environ
     assert os.environ['TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD'] == '1'
 
-    bad = tmp_path / 'epoch_1.pth'
-    bad.write_bytes(b'')
-    runner.cfg.load_from = str(bad)
-    with pytest.raises(BrokenCheckpointError, match='0 bytes'):
-        hook.before_run(runner)
-    hook.after_run(runner)
-    runner.cfg = Config(dict(resume=True))
-    (tmp_path / 'last_checkpoint').write_text(str(bad))
-    with pytest.raises(BrokenCheckpointError, match=str(bad)):
-        hook.before_run(runner)
-    hook.after_run(runner)
-    torch.save({'state_dict': {'w': torch.ones(1)}}, bad)
-    hook.before_run(runner)
-    hook.after_run(runner)
 
-
-def test_second_training_in_a_work_dir_is_refused(runner, tmp_path):
-    lock = tmp_path / WorkDirLockHook.NAME
+def test_second_training_in_a_work_dir_is_refused(tmp_path):
+    lock = tmp_path / LOCK
     other = os.getppid()  # a process that runs: the first training
     lock.write_text(f'{socket.gethostname()} {other}')
-    runner.rank = 1
-    WorkDirLockHook().before_train(runner)  # only rank 0 locks
-    runner.rank = 0
-    hook = WorkDirLockHook()
-    with pytest.raises(RuntimeError) as e:
-        hook.before_train(runner)
+    with pytest.raises(WorkDirInUseError) as e:
+        with work_dir_lock(str(tmp_path)):
+            pass
     msg = str(e.value)
-    assert f'work dir {tmp_path} is in use by another training' in msg
-    assert f'process {other}' in msg and '--work-dir' in msg
+    assert str(tmp_path) in msg and str(other) in msg and str(lock) in msg
     lock.unlink()
-    hook.before_train(runner)  # free again
-    assert lock.read_text() == f'{socket.gethostname()} {os.getpid()}'
-    assert os.listdir(tmp_path) == [WorkDirLockHook.NAME]  # nothing aside
-    hook.after_train(runner)
+    with work_dir_lock(str(tmp_path)):  # free again
+        assert lock.read_text() == f'{socket.gethostname()} {os.getpid()}'
+        assert os.listdir(tmp_path) == [LOCK]  # nothing aside
     assert not lock.exists()
 
 
 @pytest.mark.parametrize('left', ['ended process', 'empty', 'unreadable'])
-def test_what_a_killed_run_left_is_taken_over(runner, tmp_path, left):
+def test_what_a_killed_run_left_is_taken_over(tmp_path, left):
     """A killed run's lock, and one left empty or unreadable (a kill between
     making and writing it, as locks were once made), is stale; the
     temporary file of a save killed midway (atomic_write's
@@ -121,7 +117,7 @@ def test_what_a_killed_run_left_is_taken_over(runner, tmp_path, left):
     ended = subprocess.run([sys.executable, '-c', 'import os; '
                             'print(os.getpid())'], capture_output=True,
                            text=True, check=True).stdout.strip()
-    lock = tmp_path / WorkDirLockHook.NAME
+    lock = tmp_path / LOCK
     lock.write_bytes({'ended process': f'{socket.gethostname()} {ended}'
                       .encode(), 'empty': b'',
                       'unreadable': b'\xff\xfe'}[left])
@@ -129,30 +125,32 @@ def test_what_a_killed_run_left_is_taken_over(runner, tmp_path, left):
     orphan.write_bytes(b'\0' * 1000)
     kept = tmp_path / 'iter_2.pth'
     kept.write_bytes(b'')
-    hook = WorkDirLockHook()
-    hook.before_train(runner)  # a warning, no error
-    assert lock.read_text().split()[1] == str(os.getpid())
-    assert not orphan.exists() and kept.exists()
-    hook.after_train(runner)
+    with work_dir_lock(str(tmp_path)):  # a warning, no error
+        assert lock.read_text().split()[1] == str(os.getpid())
+        assert not orphan.exists() and kept.exists()
     assert not lock.exists()
 
 
 def test_train_tool_locks_before_it_writes_the_config(tmp_path):
     """tools/train.py refuses a work dir in use before the runner dumps the
-    config there (it used to overwrite the running training's copy)."""
-    config = osp.join(ROOT, 'configs', 'cpvt', 'cpvt-tiny_4xb256_in1k.py')
-    dumped = tmp_path / osp.basename(config)
-    dumped.write_text('# the running training\'s config\n')
-    (tmp_path / WorkDirLockHook.NAME).write_text(
-        f'{socket.gethostname()} {os.getpid()}')
-    proc = subprocess.run(
-        [sys.executable, 'tools/train.py', config, '--work-dir',
-         str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
-        timeout=300)
-    assert proc.returncode == 1, explain(proc)
-    assert proc.stderr.strip().splitlines()[-1].startswith(
-        f'train.py: error: work dir {tmp_path} is in use by another '
-        f'training (host {socket.gethostname()}, process {os.getpid()}')
-    assert dumped.read_text() == '# the running training\'s config\n'
-    assert sorted(os.listdir(tmp_path)) == sorted(
-        [WorkDirLockHook.NAME, dumped.name])
+    config there (it used to overwrite the running training's copy), with a
+    config of its own that names no runner too."""
+    base = osp.join(ROOT, 'configs', 'cpvt', 'cpvt-tiny_4xb256_in1k.py')
+    own = tmp_path / 'configs' / 'own.py'  # names no runner, no hooks
+    own.parent.mkdir()
+    cfg = Config.fromfile(base).to_dict()
+    del cfg['runner_type'], cfg['default_hooks']
+    Config(cfg).dump(str(own))
+    (tmp_path / LOCK).write_text(f'{socket.gethostname()} {os.getpid()}')
+    for config in (base, str(own)):
+        dumped = tmp_path / osp.basename(config)
+        dumped.write_text('# the running training\'s config\n')
+        proc = subprocess.run(
+            [sys.executable, 'tools/train.py', str(config), '--work-dir',
+             str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
+            timeout=300)
+        assert proc.returncode == 1, explain(proc)
+        assert proc.stderr.strip().splitlines()[-1].startswith(
+            f'train.py: error: work dir {tmp_path} is in use'), explain(proc)
+        assert str(os.getpid()) in proc.stderr
+        assert dumped.read_text() == '# the running training\'s config\n'

@@ -232,8 +232,9 @@ def test_semantic_fpn_killed_between_saves_resumes_exactly(seg_run):
 
 def test_mmdet_own_train_py_runs_our_hooks(tmp_path):
     """mmdet's own tools/train.py on one of our configs (no mmcpvt tool
-    involved): the config names our hooks, so the work-dir lock, the
-    weights-only checkpoint check and atomic saving are active there too."""
+    involved): the config names our runner and hooks, so the work-dir lock,
+    the whole-model check of load_from and atomic saving are active there
+    too."""
     import socket
 
     import mmdet
@@ -259,14 +260,14 @@ def test_mmdet_own_train_py_runs_our_hooks(tmp_path):
     assert dumped.read_text() == "# the running training's config\n"
     lock.unlink()
 
-    # an empty load_from is refused before anything is loaded
-    empty = tmp_path / 'empty.pth'
-    empty.write_bytes(b'')
+    # a load_from of another model is refused before any training step
+    other = tmp_path / 'other.pth'
+    torch.save({'state_dict': {'backbone.w': torch.ones(1)}}, other)
     proc = run_tool(mmdet_train, str(config), '--work-dir',
-                    str(tmp_path / 'other'), *one_epoch, f'load_from={empty}')
+                    str(tmp_path / 'other'), *one_epoch, f'load_from={other}')
     assert proc.returncode != 0, explain(proc)
-    assert f'{empty}: the checkpoint is empty or truncated (the file has 0 ' \
-        'bytes)' in proc.stderr, explain(proc)
+    assert 'CheckpointMismatchError' in proc.stderr, explain(proc)
+    assert not list((tmp_path / 'other').glob('*.pth')), explain(proc)
 
     proc = run_tool(mmdet_train, str(config), '--work-dir', str(work_dir),
                     *one_epoch)
@@ -274,6 +275,6 @@ def test_mmdet_own_train_py_runs_our_hooks(tmp_path):
     assert sorted(p.name for p in work_dir.glob('*.pth')) == ['epoch_1.pth']
     assert not lock.exists() and not list(work_dir.glob('.*.tmp'))
     log = runner_logs(str(work_dir))
-    for hook in ('WeightsOnlyLoadHook', 'SeedHook', 'WorkDirLockHook'):
+    for hook in ('CheckpointLoadHook', 'SeedHook'):
         assert hook in log, hook
     assert "backend='mmcpvt_atomic'" in (work_dir / config.name).read_text()

@@ -165,12 +165,9 @@ def test_trained_checkpoint_is_validated_and_refused_deeper(
     proc = run_tool('tools/test.py', config, deeper, '--work-dir',
                     str(tmp_path / 'test'))
     assert proc.returncode == 1, explain(proc)
-    assert (f'test.py: error: {deeper} does not fit the model of {config}: '
-            'the checkpoint is not one of the CPVT backbone (keys '
-            f'backbone.*): it has {len(extra)} tensors that the CPVT backbone '
-            'lacks') in proc.stderr, explain(proc)
-    assert 'a checkpoint of another depth: the checkpoint has layers.2 ' \
-        'that the model lacks' in proc.stderr
+    error = proc.stderr.strip().splitlines()[-1]
+    assert error.startswith(f'test.py: error: {deeper}'), explain(proc)
+    assert f'{len(extra)} not in the module (backbone.layers.' in error
     assert 'accuracy' not in proc.stdout
 
 
@@ -229,10 +226,8 @@ def test_resume_steps_over_damaged_latest(how, uninterrupted, tmp_path,
     with pytest.raises(SystemExit) as error:
         resumed(tmp_path / 'other', latest)
     message = str(error.value)
-    assert message.startswith(
-        f'train.py: error: --resume {latest}: cannot resume from it: ')
-    assert {'empty': '0 bytes', 'truncated': 'truncated',
-            'garbage': ''}[how] in message
+    assert message.startswith(f'train.py: error: --resume: {latest}: ')
+    assert f'({osp.getsize(latest)} bytes' in message
     assert '--resume without a path' in message
 
     # every checkpoint damaged: an error naming them and what to do
@@ -291,6 +286,6 @@ def test_resume_from_another_model_is_refused(tiny, uninterrupted,
                     'data_preprocessor.num_classes=3')
     assert proc.returncode == 1, explain(proc)
     assert 'Traceback' not in proc.stderr, explain(proc)
-    assert (f'train.py: error: --resume {ckpt} does not fit the model of '
-            f'{config}: only ') in proc.stderr, explain(proc)
-    assert f'load_from={ckpt} instead of --resume' in proc.stderr
+    error = proc.stderr.strip().splitlines()[-1]
+    assert error.startswith(f'train.py: error: {ckpt}'), explain(proc)
+    assert '2 of another shape (head.fc.weight, head.fc.bias)' in error

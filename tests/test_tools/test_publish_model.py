@@ -108,7 +108,7 @@ def test_out_file_is_refused_before_reading(tmp_path, monkeypatch, case):
     before = src.read_bytes()
     os.symlink(src, tmp_path / 'link.pth')
     os.makedirs(tmp_path / 'published')
-    monkeypatch.setattr(publish_model, 'load_checkpoint',
+    monkeypatch.setattr(publish_model, 'read_checkpoint',
                         lambda *a, **k: pytest.fail('read'))
     out, message = {
         'the input': (str(tmp_path / 'link.pth'), f'error: OUT_FILE '

@@ -151,24 +151,19 @@ def test_cli_reports_with_a_progress_bar_for_large_files(
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-@pytest.mark.parametrize('name, write, found', [
-    ('weights.txt', lambda p: p.write_text('conv1.weight 0.1 0.2\n'),
-     "neither a zip archive (torch.save's format) nor a pickle (they start "
-     "with b'conv')"),
-    ('weights.npz', lambda p: np.savez(p, w=np.ones(2)),
-     'zip archive that is not a torch file (members: w.npy)'),
+@pytest.mark.parametrize('name, write', [
+    ('weights.txt', lambda p: p.write_text('conv1.weight 0.1 0.2\n')),
+    ('weights.npz', lambda p: np.savez(p, w=np.ones(2))),
 ])
-def test_other_files_are_refused_with_the_formats_allowed(tmp_path, name,
-                                                          write, found):
+def test_other_files_are_refused(tmp_path, name, write):
     """Damaged files and the other refusals of every loader:
     test_checkpoint_safety.py."""
     src = tmp_path / name
     write(src)
     with pytest.raises(SystemExit) as e:
         convert_tool('twins', [str(src), str(tmp_path / 'dst.pth')])
-    assert str(src) in str(e.value) and found in str(e.value)
-    assert '.pth, .pt, .bin' in str(e.value)
-    assert '.safetensors' in str(e.value)
+    assert f'{src}: ' in str(e.value)
+    assert f'({src.stat().st_size} bytes' in str(e.value)
     assert not (tmp_path / 'dst.pth').exists()
 
 
@@ -187,7 +182,7 @@ def test_a_destination_it_cannot_write_is_refused_before_reading(
     under a file: refused before the source is read (it used to fail after
     the conversion, or overwrite the source)."""
     import mmcpvt.apis.convert as convert_cli
-    monkeypatch.setattr(convert_cli, 'load_checkpoint',
+    monkeypatch.setattr(convert_cli, 'read_checkpoint',
                         lambda path: pytest.fail('read'))
     src = tmp_path / 'pcpvt.pth'
     torch.save({'model': small_twins()}, src)

@@ -153,7 +153,7 @@ def merge_cfg_options(cfg: Config, options: Optional[Dict],
         # dataset.data_root, dataset_type -> dataset.type).
         old = _plain(cfg[name])
         users = [
-            f'{path}{key[len(name):]}' for path, value in _nodes(cfg._cfg_dict)
+            f'{path}{key[len(name):]}' for path, value in _nodes(cfg.to_dict())
             if '.' in path and path.split('.')[0] in runner
             and _plain(value) == old and (
                 (isinstance(old, (dict, list)) and len(old) > 0) or

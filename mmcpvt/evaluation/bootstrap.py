@@ -49,8 +49,9 @@ def bootstrap(scores: Dict[str, Dict[str, Sequence[Callable]]],
     num_runs = {model: {len(runs) for runs in tests.values()}
                 for model, tests in scores.items()}
     for model, n in num_runs.items():
-        assert len(n) == 1, f'{model}: every test needs the same runs, got ' \
-            f'{sorted(n)} runs'
+        if len(n) != 1:
+            raise ValueError(f'{model}: every test needs the same runs, got '
+                             f'{sorted(n)} runs')
     # the run draws first, then the image draws, from one generator
     runs_drawn = {model: rng.integers(0, n, size=(resamples, n))
                   for model, (n,) in num_runs.items()}

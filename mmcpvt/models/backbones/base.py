@@ -26,6 +26,8 @@ TRUNC_NORMAL_PARAMS = ('cls_token', 'pos_embed',
 def patch_embed(in_channels: int, embed_dims: int, patch_size: int,
                 **kwargs) -> PatchEmbed:
     """Pads the bottom/right to a multiple of the patch: any input size."""
+    if type(patch_size) is not int or patch_size < 1:
+        raise ValueError(f'patch_size must be an int >= 1, got {patch_size}')
     return PatchEmbed(in_channels=in_channels, embed_dims=embed_dims,
                       conv_type='Conv2d', kernel_size=patch_size,
                       stride=patch_size, padding='corner', **kwargs)
@@ -34,39 +36,51 @@ def patch_embed(in_channels: int, embed_dims: int, patch_size: int,
 def arch_settings(arch: Union[str, dict], zoo: dict) -> dict:
     """A name in ``zoo``, or a dict of exactly its keys (others unread)."""
     if isinstance(arch, str):
-        assert arch.lower() in zoo, f'arch {arch!r} is not in {sorted(zoo)}'
+        if arch.lower() not in zoo:
+            raise ValueError(f'arch {arch!r} is not in {sorted(zoo)}')
         return zoo[arch.lower()]
     keys = sorted(next(iter(zoo.values())))
-    assert sorted(arch) == keys, f'arch needs the keys {keys}, got {arch}'
+    if not isinstance(arch, dict) or sorted(arch) != keys:
+        raise ValueError(f'arch needs the keys {keys}, got {arch}')
     return arch
 
 
 def block_positions(name: str, positions: Union[int, Sequence[int]],
                     num_blocks: int) -> tuple:
     """``positions``: -1 before the first block, ``j`` after block ``j``."""
-    positions = (positions, ) if isinstance(positions, int) else tuple(
-        positions)
-    assert len(set(positions)) == len(positions) and all(
-        type(p) is int and -1 <= p < num_blocks for p in positions), (
-        f'{name} must be distinct ints from -1 to {num_blocks - 1}, got '
-        f'{positions}')
-    return positions
+    if isinstance(positions, int):
+        positions = (positions, )
+    if not isinstance(positions, Sequence) or not all(
+            type(p) is int for p in positions):
+        raise TypeError(f'{name} must be an int or a sequence of ints, got '
+                        f'{positions!r}')
+    if len(set(positions)) != len(positions) or not all(
+            -1 <= p < num_blocks for p in positions):
+        raise ValueError(f'{name} must be distinct ints from -1 to '
+                         f'{num_blocks - 1}, got {positions}')
+    return tuple(positions)
 
 
 def stage_indices(indices: Union[int, Sequence[int]], num: int) -> tuple:
     """``out_indices`` of ``num`` stages (negative: from the end), sorted."""
-    indices = (indices, ) if isinstance(indices, int) else tuple(indices)
-    wrapped = {i % num for i in indices if type(i) is int and -num <= i < num}
-    assert indices and len(wrapped) == len(indices), (
-        f'out_indices must be distinct ints from {-num} to {num - 1}, got '
-        f'{indices}')
+    if isinstance(indices, int):
+        indices = (indices, )
+    if not isinstance(indices, Sequence) or not all(
+            type(i) is int for i in indices):
+        raise TypeError(f'out_indices must be an int or a sequence of ints, '
+                        f'got {indices!r}')
+    wrapped = {i % num for i in indices if -num <= i < num}
+    if not indices or len(wrapped) != len(indices):
+        raise ValueError(f'out_indices must be distinct ints from {-num} to '
+                         f'{num - 1}, got {indices}')
     return tuple(sorted(wrapped))
 
 
 def drop_path_rates(drop_path_rate: float, num_blocks: int) -> list:
     """Stochastic depth rising from 0 (below 0: off without a word)."""
-    assert 0 <= drop_path_rate < 1, (
-        f'drop_path_rate must be in [0, 1), got {drop_path_rate}')
+    if not 0 <= drop_path_rate < 1:
+        raise ValueError(
+            f'drop_path_rate must be in [0, 1), got {drop_path_rate}')
     return torch.linspace(0, drop_path_rate, num_blocks).tolist()
 
 
@@ -99,9 +113,9 @@ class BaseBackbone(BaseModule):
                  frozen_stages: int, norm_eval: bool, with_cp: bool,
                  init_cfg: Optional[Union[dict, list]]):
         super().__init__(init_cfg)
-        assert -1 <= frozen_stages <= num_stages, (
-            f'frozen_stages must be from -1 to {num_stages}, got '
-            f'{frozen_stages}')
+        if not -1 <= frozen_stages <= num_stages:
+            raise ValueError(f'frozen_stages must be from -1 to {num_stages}, '
+                             f'got {frozen_stages}')
         self.num_stages = num_stages
         self.peg_cfg = peg_cfg or {}
         self.frozen_stages = frozen_stages
@@ -159,10 +173,11 @@ class BaseBackbone(BaseModule):
         pegs = PEGs(block_positions(name, positions, num_blocks), embed_dims,
                     num_extra_tokens=num_extra_tokens, **self.peg_cfg)
         # else the next block gets a map of another size, and says so less
-        assert self.pegs_may_shrink or all(
-            peg.with_identity for peg in pegs.values()), (
-            f'{type(self).__name__} needs PEGs that keep the map size, got '
-            f'peg_cfg={self.peg_cfg}; leave out padding and stride')
+        if not self.pegs_may_shrink and not all(
+                peg.with_identity for peg in pegs.values()):
+            raise ValueError(
+                f'{type(self).__name__} needs PEGs that keep the map size, '
+                f'got peg_cfg={self.peg_cfg}; leave out padding and stride')
         return pegs
 
     def run_block(self, block: nn.Module, x: torch.Tensor, *args):

@@ -92,10 +92,12 @@ class CPVT(BaseBackbone):
         super().__init__(arch['num_layers'], peg_cfg, frozen_stages,
                          norm_eval, with_cp, init_cfg)
         # else the last branch of the output or the table would be taken
-        assert out_type in OUT_TYPES, (
-            f'out_type must be one of {OUT_TYPES}, got {out_type!r}')
-        assert pos_embed in POS_EMBEDS, (
-            f'pos_embed must be one of {POS_EMBEDS}, got {pos_embed!r}')
+        if out_type not in OUT_TYPES:
+            raise ValueError(
+                f'out_type must be one of {OUT_TYPES}, got {out_type!r}')
+        if pos_embed not in POS_EMBEDS:
+            raise ValueError(
+                f'pos_embed must be one of {POS_EMBEDS}, got {pos_embed!r}')
         self.embed_dims = arch['embed_dims']
         self.num_layers = arch['num_layers']
         self.out_type = out_type
@@ -103,16 +105,19 @@ class CPVT(BaseBackbone):
         self.with_cls_token = (out_type == 'cls_token' if with_cls_token is
                                None else with_cls_token)
         # else the first patch token would be taken for the class token
-        assert self.with_cls_token or out_type != 'cls_token', (
-            "out_type='cls_token' needs with_cls_token=True (or None)")
+        if out_type == 'cls_token' and not self.with_cls_token:
+            raise ValueError(
+                "out_type='cls_token' needs with_cls_token=True (or None)")
         self.num_extra_tokens = int(self.with_cls_token)
         self.pos_embed_interpolation = pos_embed_interpolation
         pos_embed_positions = block_positions(
             'pos_embed_positions', pos_embed_positions, self.num_layers)
-        assert pos_embed != 'none' or pos_embed_positions == (-1, ), (
-            f'pos_embed_positions={pos_embed_positions} needs a pos_embed')
-        assert pos_embed == 'none' or pos_embed_positions, (
-            f'pos_embed={pos_embed!r} needs pos_embed_positions')
+        if pos_embed == 'none' and pos_embed_positions != (-1, ):
+            raise ValueError(
+                f'pos_embed_positions={pos_embed_positions} needs a pos_embed')
+        if pos_embed != 'none' and not pos_embed_positions:
+            raise ValueError(
+                f'pos_embed={pos_embed!r} needs pos_embed_positions')
 
         self.patch_embed = patch_embed(in_channels, self.embed_dims,
                                        patch_size, input_size=img_size)
@@ -143,10 +148,10 @@ class CPVT(BaseBackbone):
         self.norm = build_norm_layer(
             norm_cfg, self.embed_dims)[1] if final_norm else nn.Identity()
         # else the rotations of the first map meet a smaller one
-        assert rope_cfg is None or all(p.with_identity for p in
-                                       self.pegs.values()), (
-            'rope_cfg needs PEGs that keep the map size, got peg_cfg='
-            f'{self.peg_cfg}')
+        if rope_cfg is not None and not all(p.with_identity for p in
+                                            self.pegs.values()):
+            raise ValueError('rope_cfg needs PEGs that keep the map size, got '
+                             f'peg_cfg={self.peg_cfg}')
         self.rope = None if rope_cfg is None else RotaryPositionEmbedding2d(
             self.embed_dims, arch['num_heads'], self.num_layers, **rope_cfg)
         self.train(self.training)
@@ -176,7 +181,8 @@ class CPVT(BaseBackbone):
 
     def _embed(self, x: torch.Tensor):
         """Images -> the tokens before a PEG at -1, and their (H, W)."""
-        assert x.dim() == 4, f'x must be (B, C, H, W), got {tuple(x.shape)}'
+        if x.dim() != 4:
+            raise ValueError(f'x must be (B, C, H, W), got {tuple(x.shape)}')
         x, hw = self.patch_embed(x)  # (B, C, H, W) -> (B, H*W, C)
         if self.with_cls_token:
             cls_token = self.cls_token.expand(x.shape[0], -1, -1)

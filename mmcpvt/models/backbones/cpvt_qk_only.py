@@ -58,11 +58,13 @@ class CPVTQKOnly(CPVT):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # else ignored: its blocks take the PEG instead
-        assert self.rope is None, 'CPVTQKOnly takes no rope_cfg'
+        if self.rope is not None:
+            raise ValueError('CPVTQKOnly takes no rope_cfg')
         last = self.num_layers - 1  # else its PEG would feed nothing
-        assert str(last) not in self.pegs, (
-            f'peg_positions must not hold {last}: a PEG after the last '
-            f'encoder has no next encoder to feed')
+        if str(last) in self.pegs:
+            raise ValueError(f'peg_positions must not hold {last}: a PEG '
+                             f'after the last encoder has no next encoder to '
+                             f'feed')
 
     def forward(self, x: torch.Tensor) -> tuple:
         x, hw = self._embed(x)

@@ -74,17 +74,19 @@ class PVTPEG(BaseBackbone):
         super().__init__(len(arch['depths']), peg_cfg, frozen_stages,
                          norm_eval, with_cp, init_cfg)
         # else a GAP or no table would be taken without a word
-        assert out_type in ('featmap', 'avg_featmap', 'cls_token'), (
-            f"out_type must be 'featmap', 'avg_featmap' or 'cls_token', got "
-            f'{out_type!r}')
-        assert pos_embed in ('none', 'learned'), (
-            f"pos_embed must be 'none' or 'learned', got {pos_embed!r}")
-        assert len(peg_positions) == self.num_stages, (
-            f'peg_positions needs an entry per stage, got {peg_positions}')
+        if out_type not in ('featmap', 'avg_featmap', 'cls_token'):
+            raise ValueError(f"out_type must be 'featmap', 'avg_featmap' or "
+                             f"'cls_token', got {out_type!r}")
+        if pos_embed not in ('none', 'learned'):
+            raise ValueError(
+                f"pos_embed must be 'none' or 'learned', got {pos_embed!r}")
+        if len(peg_positions) != self.num_stages:
+            raise ValueError(f'peg_positions needs an entry per stage, got '
+                             f'{peg_positions}')
         # a reduced map has no place for the class token
-        assert out_type != 'cls_token' or arch['sr_ratios'][-1] == 1, (
-            f"out_type='cls_token' needs arch sr_ratios 1 in the last "
-            f"stage, got {arch['sr_ratios']}")
+        if out_type == 'cls_token' and arch['sr_ratios'][-1] != 1:
+            raise ValueError(f"out_type='cls_token' needs arch sr_ratios 1 "
+                             f"in the last stage, got {arch['sr_ratios']}")
         self.embed_dims = arch['embed_dims']
         self.out_type = out_type
         self.out_indices = stage_indices(out_indices, self.num_stages)
@@ -137,7 +139,8 @@ class PVTPEG(BaseBackbone):
         return frozen
 
     def forward(self, x: torch.Tensor) -> tuple:
-        assert x.dim() == 4, f'x must be (B, C, H, W), got {tuple(x.shape)}'
+        if x.dim() != 4:
+            raise ValueError(f'x must be (B, C, H, W), got {tuple(x.shape)}')
         B = x.shape[0]
         last = self.num_stages - 1
         outs = []

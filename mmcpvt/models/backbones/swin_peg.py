@@ -180,10 +180,15 @@ class SwinPEG(BaseBackbone):
         super().__init__(len(arch['depths']), peg_cfg, frozen_stages,
                          norm_eval, with_cp, init_cfg)
         # else no output would be made without a word
-        assert out_type in ('featmap', 'avg_featmap'), (
-            f"out_type must be 'featmap' or 'avg_featmap', got {out_type!r}")
-        assert len(peg_positions) == self.num_stages, (
-            f'peg_positions needs an entry per stage, got {peg_positions}')
+        if out_type not in ('featmap', 'avg_featmap'):
+            raise ValueError(f"out_type must be 'featmap' or 'avg_featmap', "
+                             f"got {out_type!r}")
+        if len(peg_positions) != self.num_stages:
+            raise ValueError(f'peg_positions needs an entry per stage, got '
+                             f'{peg_positions}')
+        if type(window_size) is not int or window_size < 1:
+            raise ValueError(
+                f'window_size must be an int >= 1, got {window_size}')
         dims = [arch['embed_dims'] * 2**i for i in range(self.num_stages)]
         self.embed_dims = dims  # per stage
         self.out_type = out_type
@@ -232,7 +237,8 @@ class SwinPEG(BaseBackbone):
         return frozen
 
     def forward(self, x: torch.Tensor) -> tuple:
-        assert x.dim() == 4, f'x must be (B, C, H, W), got {tuple(x.shape)}'
+        if x.dim() != 4:
+            raise ValueError(f'x must be (B, C, H, W), got {tuple(x.shape)}')
         x, hw = self.patch_embed(x)  # (B, C, H, W) -> (B, H*W, C)
         x = self.drop_after_pos(x)
         outs = []

@@ -39,9 +39,9 @@ class Attention(BaseModule):
                  sr_ratio: int = 1, rpe_cfg: Optional[dict] = None):
         super().__init__()
         # else the head split fails with a reshape message
-        assert embed_dims % num_heads == 0, (
-            f'embed_dims {embed_dims} must be divisible by num_heads '
-            f'{num_heads}')
+        if embed_dims % num_heads != 0:
+            raise ValueError(f'embed_dims {embed_dims} must be divisible by '
+                             f'num_heads {num_heads}')
         self.num_heads = num_heads
         self.head_dims = embed_dims // num_heads
         self.scale = self.head_dims**-0.5

@@ -47,11 +47,14 @@ class ConditionalPositionEncoding(BaseModule):
                  num_extra_tokens: int = 0, init_cfg: Optional[dict] = None):
         super().__init__(init_cfg=init_cfg)
         # else the map grows, and torch names a size mismatch further on
-        assert kernel_size > 0 and kernel_size % 2 == 1, (
-            f'PEG kernel_size must be a positive odd int, got {kernel_size}')
+        if type(kernel_size) is not int or kernel_size < 1 or \
+                kernel_size % 2 != 1:
+            raise ValueError(f'PEG kernel_size must be a positive odd int, '
+                             f'got {kernel_size}')
         p = kernel_size // 2 if padding is None else padding
-        assert 0 <= p <= kernel_size // 2, (
-            f'PEG padding must be from 0 to {kernel_size // 2}, got {padding}')
+        if not 0 <= p <= kernel_size // 2:
+            raise ValueError(f'PEG padding must be from 0 to '
+                             f'{kernel_size // 2}, got {padding}')
         self.stride = stride
         self.kernel_size = kernel_size
         self.padding = p

@@ -55,11 +55,13 @@ class RotaryPositionEmbedding2d(nn.Module):
         super().__init__()
         # else timm builds a table of another width, and rotation fails
         # later with a broadcast message
-        assert type in ROPE_TYPES, (
-            f'rope_cfg type must be one of {ROPE_TYPES}, got {type!r}')
-        assert embed_dims % (4 * num_heads) == 0, (
-            f'RoPE needs head dims (embed_dims {embed_dims} / num_heads '
-            f'{num_heads}) that are a multiple of 4')
+        if type not in ROPE_TYPES:
+            raise ValueError(
+                f'rope_cfg type must be one of {ROPE_TYPES}, got {type!r}')
+        if embed_dims % (4 * num_heads) != 0:
+            raise ValueError(f'RoPE needs head dims (embed_dims {embed_dims} '
+                             f'/ num_heads {num_heads}) that are a multiple '
+                             f'of 4')
         try:  # timm only when a RoPE model is built
             from timm.layers import (RotaryEmbeddingCat,
                                      RotaryEmbeddingDinoV3,

@@ -25,7 +25,7 @@ def test_spatial_reduction_parameters():
 
 
 def test_heads_must_divide_dims():
-    with pytest.raises(AssertionError, match='embed_dims 10 must be '
+    with pytest.raises(ValueError, match='embed_dims 10 must be '
                        'divisible by num_heads 3'):
         Attention(10, 3)
 

@@ -120,15 +120,15 @@ def test_rope_changes_the_output_and_mixed_frequencies_learn():
 
 
 def test_bad_rope_configs_are_explained():
-    with pytest.raises(AssertionError, match=r"one of \('axial', 'mixed', "
+    with pytest.raises(ValueError, match=r"one of \('axial', 'mixed', "
                        r"'dinov3'\), got 'sincos'"):
         CPVT(TINY, rope_cfg=dict(type='sincos'))
-    with pytest.raises(AssertionError, match='multiple of 4'):
+    with pytest.raises(ValueError, match='multiple of 4'):
         CPVT(dict(TINY, embed_dims=24, num_heads=4),
              rope_cfg=dict(type='axial'))
-    with pytest.raises(AssertionError, match='keep the map size'):
+    with pytest.raises(ValueError, match='keep the map size'):
         CPVT(TINY, rope_cfg=dict(type='axial'), peg_cfg=dict(padding=0))
-    with pytest.raises(AssertionError, match='CPVTQKOnly takes no rope_cfg'):
+    with pytest.raises(ValueError, match='CPVTQKOnly takes no rope_cfg'):
         CPVTQKOnly(TINY, rope_cfg=dict(type='axial'))
 
 

@@ -2,12 +2,15 @@
 ``tools/train.py`` adds them to any config), so that mmdet's and mmseg's
 own ``tools/train.py`` get them too."""
 import contextlib
+import logging
 import random
 
 import numpy as np
 import torch
 from mmengine.hooks import Hook
-from mmengine.runner import find_latest_checkpoint, set_random_seed
+from mmengine.logging import print_log
+from mmengine.runner import (EpochBasedTrainLoop, find_latest_checkpoint,
+                             set_random_seed)
 
 from mmcpvt.registry import register_hook
 from mmcpvt.utils.checkpoint import load_weights, weights_only_loads
@@ -114,6 +117,20 @@ class SeedHook(Hook):
 
     def __init__(self):
         self._stream = None  # the main-process data stream during a step
+
+    def before_train(self, runner) -> None:
+        loader = runner.train_dataloader
+        if runner.iter and isinstance(runner.train_loop, EpochBasedTrainLoop) \
+                and getattr(loader, 'persistent_workers', False):
+            # workers made anew each epoch are seeded from it; persistent
+            # ones carry their generators over, which no checkpoint holds
+            print_log(
+                f'resumed at iteration {runner.iter} with persistent data '
+                f'workers: their random state is not in the checkpoint, so '
+                f'the augmentation, and the weights, will differ from the '
+                f'uninterrupted run\'s; train_dataloader.persistent_workers='
+                f'False makes a resume exact', logger='current',
+                level=logging.WARNING)
 
     def before_train_epoch(self, runner) -> None:
         set_random_seed(_seed(runner.seed, self.EPOCH, runner.epoch))

@@ -27,6 +27,11 @@ def atomic_write(data: bytes, filepath) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:  # a full disk: name the file and what is kept
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise OSError(e.errno, f'{e.strerror}: could not write {path} (the '
+                      f'file there, if any, is kept whole)') from e
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

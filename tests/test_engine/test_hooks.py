@@ -154,3 +154,25 @@ def test_train_tool_locks_before_it_writes_the_config(tmp_path):
             f'train.py: error: work dir {tmp_path} is in use'), explain(proc)
         assert str(os.getpid()) in proc.stderr
         assert dumped.read_text() == '# the running training\'s config\n'
+
+
+@pytest.mark.parametrize('resumed, persistent, loop, warned', [
+    (True, True, 'epoch', True), (False, True, 'epoch', False),
+    (True, False, 'epoch', False), (True, True, 'iter', False)])
+def test_an_inexact_resume_is_said_once(monkeypatch, resumed, persistent,
+                                        loop, warned):
+    """Epoch-based with persistent data workers, a resumed run cannot draw
+    the uninterrupted run's augmentation (docs/checkpoints.md)."""
+    from mmengine.runner import EpochBasedTrainLoop, IterBasedTrainLoop
+
+    import mmcpvt.engine.hooks as hooks
+    logged = []
+    monkeypatch.setattr(hooks, 'print_log', lambda msg, **k: logged.append(
+        msg))
+    kind = EpochBasedTrainLoop if loop == 'epoch' else IterBasedTrainLoop
+    runner = SimpleNamespace(
+        iter=8 * resumed, train_loop=kind.__new__(kind),
+        train_dataloader=SimpleNamespace(persistent_workers=persistent))
+    hooks.SeedHook().before_train(runner)
+    assert len(logged) == warned
+    assert not warned or 'resumed at iteration 8 with persistent' in logged[0]

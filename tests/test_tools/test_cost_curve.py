@@ -88,3 +88,14 @@ def test_cost_curve_refuses_times_out_of_range(cost_curve, capsys, option,
         cost_curve.parse_args([option, value])
     assert f'argument {option}: must be >= 0, got {value}' \
         in capsys.readouterr().err
+
+
+@pytest.mark.parametrize('argv, error', [
+    (['--plot', 'x.txt'], 'argument --plot: x.txt: it takes an .svg or .png'),
+    (['--json', '.'], '--json . is a directory'),
+])
+def test_cost_curve_refuses_its_outputs_before_measuring(cost_curve, capsys,
+                                                         argv, error):
+    with pytest.raises(SystemExit):
+        cost_curve.parse_args(argv)
+    assert error in capsys.readouterr().err

@@ -489,9 +489,10 @@ def test_runners_save_through_the_atomic_backend(tmp_path):
     handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (len(before), hard))  # 1/4
     try:
-        with pytest.raises(OSError):
+        with pytest.raises(OSError) as e:  # (EFBIG here, ENOSPC on a disk)
             save_checkpoint(_ckpt(2, n=1 << 18), str(path),
                             backend_args=ATOMIC)
+        assert str(path) in str(e.value) and e.value.errno is not None
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
         signal.signal(signal.SIGXFSZ, handler)

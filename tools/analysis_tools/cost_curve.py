@@ -20,6 +20,7 @@ import torch
 from mmcpvt.apis.cli import check_options, non_negative, positive
 from mmcpvt.apis.measure import (MODELS, Settings, device_arg, header,
                                  is_detector, run_child)
+from mmcpvt.utils.path import check_output
 
 # CPVT-Ti, PVTPEG-T, SwinPEG-T, each followed by what users run instead
 DEFAULT_MODELS = ['cpvt-tiny', 'deit_tiny_patch16_224@timm', 'pvt-tiny-peg',
@@ -162,6 +163,13 @@ def parse_args(argv=None):
         check_options(non_negative, min_time=args.min_time,
                       max_seconds=args.max_seconds)
         check_options(device_arg, device=args.device)
+        if args.plot and not args.plot.endswith(('.svg', '.png')):
+            raise ValueError(f'argument --plot: {args.plot}: it takes an '
+                             f'.svg or .png file')
+        for option, path in (('--json', args.json), ('--plot', args.plot)):
+            if path:  # before minutes of measuring
+                check_output(option, path, 'cost_curve' + (
+                    '.json' if option == '--json' else '.svg'))
     except ValueError as e:
         parser.error(str(e))
     args.sizes = sorted(set(args.sizes))

@@ -4,8 +4,10 @@ mmengine loads ``http(s)://`` checkpoints through
 ``torch.hub.load_state_dict_from_url``, which turns ``weights_only`` off.
 A pickle whose ``__reduce__`` calls ``os.system`` is served over http on
 127.0.0.1 and given to every entry point: ``tools/train.py``
-(``load_from``, ``--resume``), ``tools/test.py``, mmpretrain's own
-``tools/train.py`` on one of our configs with ``load_from`` (our
+(``load_from``, ``--resume URL``, ``--resume`` where the work dir's
+``last_checkpoint`` names it), ``tools/test.py``, mmpretrain's own
+``tools/train.py`` on one of our configs with ``load_from`` or ``--resume``
+(our
 ``CheckpointLoadHook`` is named by the config), the ONNX export and an
 analysis tool (a backbone's ``init_cfg``: test_checkpoint_safety.py). Each must fail and
 leave the payload unrun. Every process downloads into its own
@@ -45,6 +47,19 @@ def _run(tmp_path, *args):
         del os.environ['TORCH_HOME']
 
 
+def _recorded(work_dir, url):
+    """``work_dir``, its ``last_checkpoint`` naming ``url`` (poisoned: the
+    user types no URL, ``--resume`` finds it there)."""
+    os.makedirs(work_dir, exist_ok=True)
+    with open(osp.join(work_dir, 'last_checkpoint'), 'w') as f:
+        f.write(url)
+    return work_dir
+
+
+MMPRETRAIN_TRAIN = lambda: osp.join(  # noqa: E731
+    osp.dirname(__import__('mmpretrain').__file__), '.mim', 'tools',
+    'train.py')
+
 ENTRY_POINTS = {
     'train.py load_from': lambda url, cfg, w: [
         'tools/train.py', cfg, '--work-dir', w, '--cfg-options',
@@ -53,10 +68,14 @@ ENTRY_POINTS = {
         'tools/train.py', cfg, '--work-dir', w, '--resume', url],
     'test.py': lambda url, cfg, w: [
         'tools/test.py', cfg, url, '--work-dir', w],
+    'train.py --resume, last_checkpoint': lambda url, cfg, w: [
+        'tools/train.py', cfg, '--work-dir', _recorded(w, url), '--resume'],
     'mmpretrain train.py': lambda url, cfg, w: [
-        osp.join(osp.dirname(__import__('mmpretrain').__file__), '.mim',
-                 'tools', 'train.py'), cfg, '--work-dir', w,
-        '--cfg-options', f'load_from={url}'],
+        MMPRETRAIN_TRAIN(), cfg, '--work-dir', w, '--cfg-options',
+        f'load_from={url}'],
+    'mmpretrain train.py --resume, last_checkpoint': lambda url, cfg, w: [
+        MMPRETRAIN_TRAIN(), cfg, '--work-dir', _recorded(w, url),
+        '--resume'],
     'pytorch2onnx.py': lambda url, cfg, w: [
         'tools/deployment/pytorch2onnx.py', cfg, url,
         '--output-file', osp.join(w, 'model.onnx')],
@@ -75,7 +94,7 @@ def test_url_checkpoint_never_runs_its_pickle(served, tmp_path, entry):
     assert proc.returncode != 0, explain(proc)
     copy = tmp_path / 'torch_home' / 'hub' / 'checkpoints' / 'evil.pth'
     assert osp.isfile(copy), explain(proc)
-    if entry != 'mmpretrain train.py':  # theirs ends in torch's error
+    if not entry.startswith('mmpretrain'):  # theirs ends in torch's error
         # our tools name the URL, the copy and what it refers to
         error = proc.stderr.strip().splitlines()[-1]
         assert f'{url}, downloaded to {copy}' in error, explain(proc)

@@ -66,12 +66,13 @@ def _as_run(snippet, weights, image, out_dir, protected=True):
     return code
 
 
-def _run(code, torch_home, timeout=400):
-    """``python -c code`` from the repository root, as a user runs it."""
+def _run(code, torch_home, timeout=400, **env_vars):
+    """``python -c code`` from the repository root, as a user runs it, with
+    ``env_vars`` in the environment."""
     env = {k: v for k, v in os.environ.items()
            if k not in (FORCE, 'TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD')}
     env.update(TORCH_HOME=str(torch_home), OMP_NUM_THREADS='1',
-               MKL_NUM_THREADS='1')
+               MKL_NUM_THREADS='1', **env_vars)
     return subprocess.run([sys.executable, '-c', code], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -120,7 +121,8 @@ def test_documented_snippet_refuses_a_served_malicious_pickle(
         served, tmp_path, name):
     """As written in the docs: a good checkpoint by URL loads and the
     snippet runs to its end; a malicious one is refused by torch, and its
-    payload does not run."""
+    payload does not run; also where the environment asks torch for the
+    opposite (TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD)."""
     base, root, image = served
     snippet = SNIPPETS[name]
     config = ('configs/cpvt/cpvt-tiny_4xb256_in1k.py' if name == 'get_model'
@@ -131,7 +133,8 @@ def test_documented_snippet_refuses_a_served_malicious_pickle(
             '\nprint("GOOD CHECKPOINT RAN")\n' +
             _as_run(snippet, f'{base}/evil_{name}.pth', image, out) +
             '\nprint("MALICIOUS CHECKPOINT LOADED")\n')
-    proc = _run(code, tmp_path / 'torch_home')
+    proc = _run(code, tmp_path / 'torch_home',
+                TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD='1')
     refusal = next((line for line in proc.stderr.splitlines()
                     if REFUSED in line), None)
     print(f'{name}: {refusal}')

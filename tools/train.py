@@ -62,6 +62,11 @@ def merge_args(cfg: Config, args) -> Config:
     """Apply the command line to ``cfg``; SystemExit on unusable options."""
     cfg = cli.apply_common_args(cfg, args.config, args.work_dir,
                                 args.launcher, args.cfg_options)
+    for key, value in (cfg.get('train_cfg') or {}).items():
+        if key in ('max_epochs', 'max_iters') and not (
+                type(value) is int and value >= 1):  # else trains nothing
+            raise SystemExit(f'train.py: error: train_cfg.{key} must be an '
+                             f'int >= 1, got {value!r}')
     cli.add_mmcpvt_hooks(cfg)
     # its lock refuses a second training in the work dir, before the config
     # is written there (a config naming another runner goes without)

@@ -67,13 +67,14 @@ def _did_you_mean(key: str, choices, cutoff: float = 0.6) -> str:
             if matches else '')
 
 
-def _check_key(cfg: Config, key: str, runner: List[str],
+def _check_key(cfg: Config, key: str, value, runner: List[str],
                config: str) -> Optional[str]:
-    """Why the dotted ``key`` is refused, or None: a new top-level key
-    passes only if the runner reads it, a new nested one only if it does
-    not nearly spell a key beside it (else it is a new argument of what the
-    dict builds, which its constructor checks); a key below a plain value,
-    or below a list other than by an index in range, is refused."""
+    """Why setting the dotted ``key`` to ``value`` is refused, or None: a
+    new top-level key passes only if the runner reads it, a new nested one
+    only if it does not nearly spell a key beside it (else it is a new
+    argument of what the dict builds, which its constructor checks); a key
+    below a plain value, or below a list other than by an index in range,
+    is refused, and so is text for a number (max_epochs=abc)."""
     in_child = (f'set it in a config that inherits this one (_base_ = '
                 f'{config!r})')
     first, *rest = key.split('.')
@@ -109,6 +110,9 @@ def _check_key(cfg: Config, key: str, runner: List[str],
                 f'{", ".join(map(str, node.keys()))}.) To add {part!r} on '
                 f'purpose, {in_child}.')
         where += f'.{part}'
+    if isinstance(node, (int, float)) and not isinstance(node, bool) and \
+            isinstance(value, str):
+        return f'{key} is a number in the config ({node}), got {value!r}.'
     return None
 
 
@@ -140,7 +144,8 @@ def merge_cfg_options(cfg: Config, options: Optional[Dict],
         return
     runner = runner_keys()
     errors = [f'--cfg-options {key}: {error}' for key in options
-              if (error := _check_key(cfg, key, runner, config))]
+              if (error := _check_key(cfg, key, options[key], runner,
+                                      config))]
     if errors:
         raise ValueError('\n'.join(errors))
     for key in options:

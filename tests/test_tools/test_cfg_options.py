@@ -108,6 +108,9 @@ def test_every_refused_key_is_listed_with_what_to_do(train):
     ('model.backbone.arch.embed_dims=64',
      "model.backbone.arch is 'tiny' in the config, not a dict, so it has no "
      "key 'embed_dims'. Set model.backbone.arch itself"),
+    # text for a number: mmengine's loop would fail naming no key
+    ('train_cfg.max_epochs=abc',
+     "train_cfg.max_epochs is a number in the config (300), got 'abc'."),
 ])
 def test_key_that_would_be_ignored_is_refused(tool, option, expected):
     assert expected in refused(tool, option)
@@ -211,3 +214,12 @@ def test_outputs_are_checked_before_the_run(test_tool, tmp_path, case):
         merged(test_tool, *argv)
     assert f'error: {argv[0]} {argv[1]}{expected.format(**names)}' in \
         str(error.value), str(error.value)
+
+
+@pytest.mark.parametrize('value', ['-1', '0', '2.5'])
+def test_a_schedule_that_trains_nothing_is_refused(train, value):
+    """max_epochs=-1 trained nothing and exited 0."""
+    with pytest.raises(SystemExit) as error:
+        merged(train, '--cfg-options', f'train_cfg.max_epochs={value}')
+    assert str(error.value) == (f'train.py: error: train_cfg.max_epochs '
+                                f'must be an int >= 1, got {value}')

@@ -217,3 +217,17 @@ def test_plan_reads_the_installed_build_off_the_compiled_ops(tmp_path,
     built = ('cu' + torch.version.cuda.replace('.', '') if links_cudart
              else 'cpu')
     assert f'installed: {built}\n' in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_plan_refuses_a_python_it_cannot_build_for(tmp_path):
+    """It said '...: Is a directory', or showed a ModuleNotFoundError."""
+    bare = tmp_path / 'bare-python'  # this Python without site-packages
+    bare.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    bare.chmod(bare.stat().st_mode | stat.S_IEXEC)
+    for given, error in ((tmp_path / 'none', 'no such Python interpreter'),
+                         (tmp_path, 'no such Python interpreter'),
+                         (bare, 'has no torch: mmcv compiles against torch')):
+        proc = plan(tmp_path, str(given))
+        assert proc.returncode != 0, proc.stdout + proc.stderr
+        last = proc.stderr.strip().splitlines()[-1]
+        assert last.startswith(f'[mmcv] {given}') and error in last, last

@@ -29,8 +29,13 @@ case "${1:-}" in
 esac
 PY=${1:?usage: build_mmcv.sh [--plan] PYTHON}
 # Absolute path: the build runs from another directory.
-PY=$(command -v "$PY" || true)
-PY=$(cd "$(dirname "$PY")" && pwd)/$(basename "$PY")
+FOUND=$(command -v "$PY" || true)
+if [ -z "$FOUND" ] || [ -d "$FOUND" ]; then
+    echo "[mmcv] $PY: no such Python interpreter; give one, e.g." \
+        ".venv/bin/python" >&2
+    exit 2
+fi
+PY=$(cd "$(dirname "$FOUND")" && pwd)/$(basename "$FOUND")
 MMCV_VERSION=2.1.0
 # A100, RTX 30, RTX 40/L4/L40, H100/H200, B200, RTX 50 (+PTX, which newer
 # GPUs compile at load time); CUDA 13 compiles nothing older than 7.5.
@@ -43,7 +48,12 @@ DEFAULT_ARCHS="8.0;8.6;8.9;9.0;10.0;12.0+PTX"
 # the process with a segmentation fault in the one build tried on a GPU
 # machine (docs/get_started.md).
 facts=$("$PY" -c "
-import glob, importlib.util, os, sys, torch
+import glob, importlib.util, os, sys
+try:
+    import torch
+except ImportError:
+    sys.exit('[mmcv] $PY has no torch: mmcv compiles against torch; install '
+             'it first (pip install -r requirements/torch.txt)')
 try:
     import mmcv
     with open(importlib.util.find_spec('mmcv._ext').origin, 'rb') as f:

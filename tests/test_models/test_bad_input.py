@@ -349,3 +349,18 @@ def test_the_checks_hold_under_python_O():
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == (
         'ValueError: drop_path_rate must be in [0, 1), got 1.5')
+
+
+def test_attention_past_its_limit_is_refused_and_the_limit_lifts(
+        monkeypatch):
+    """The query-key pairs a head attends over (here 16 tokens of 64 px and
+    the class token: 17 x 17) against Attention.max_pairs."""
+    from mmcpvt.models.layers import Attention
+    x = torch.randn(1, 3, 64, 64)
+    monkeypatch.setattr(Attention, 'max_pairs', 17 * 17 - 1)
+    with pytest.raises(ValueError, match=r'attention of 17 tokens over 17 '
+                       r'keys \(2.9e\+02 pairs a head\) is past '
+                       r'Attention.max_pairs \(2.9e\+02\)'):
+        build('CPVT')(x)
+    monkeypatch.setattr(Attention, 'max_pairs', None)
+    build('CPVT')(x)

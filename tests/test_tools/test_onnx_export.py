@@ -249,3 +249,20 @@ def test_options_are_checked_before_the_model_is_built(
     with pytest.raises(SystemExit):
         p2o.main([config, '--output-file', out, '--atol', atol])
     assert says.format(out=out) in capsys.readouterr().err
+
+
+def test_an_input_past_the_attention_limit_is_refused(classifier, tmp_path,
+                                                      monkeypatch, capsys):
+    """CPVT-Ti at 10000 px (390,625 tokens: 1.5e11 pairs a head, past the
+    1.7e10 of Attention.max_pairs) ran on with nothing printed; here the
+    limit is lowered below the 4x4 tokens of 64 px."""
+    from mmcpvt.models.layers import Attention
+    monkeypatch.setattr(Attention, 'max_pairs', 16 * 16 - 1)
+    config, checkpoint, _ = classifier
+    with pytest.raises(SystemExit):
+        p2o.main([config, str(checkpoint), '--output-file',
+                  str(tmp_path / 'cls.onnx'), '--shape', '64'])
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith('__main__.py: error: attention of 17 tokens '
+                            'over 17 keys'), error  # 16 and the class token
+    assert error.endswith('Attention.max_pairs = None')

@@ -304,7 +304,7 @@ def main(argv=None):
     except ImportError as e:
         sys.exit(f'error: {e.name} is not installed; pip install onnx '
                  f'onnxruntime (see requirements/tests.txt)')
-    try:  # the checkpoint (by http(s): its download) is checked, then loaded
+    try:  # the checkpoint read weights-only and loaded whole
         model, cfg, _ = build_model(args.config, args.checkpoint,
                                     cfg_options=args.cfg_options)
     except (ValueError, RuntimeError, FileNotFoundError, TypeError) as e:
@@ -320,11 +320,14 @@ def main(argv=None):
            **(cfg.model.get('data_preprocessor') or {})}
     norm = dict(mean=pre.get('mean'), std=pre.get('std'),
                 to_rgb=bool(pre.get('to_rgb', pre.get('bgr_to_rgb'))))
-    export(module, args.output_file, args.shape, args.opset, args.dynamic,
-           output_names, spatial, dict(
-               mmcpvt_config=osp.basename(args.config), mmcpvt_exported=what,
-               mmcpvt_dynamic=str(args.dynamic),
-               mmcpvt_normalisation=json.dumps(norm)))
+    try:
+        export(module, args.output_file, args.shape, args.opset,
+               args.dynamic, output_names, spatial, dict(
+                   mmcpvt_config=osp.basename(args.config),
+                   mmcpvt_exported=what, mmcpvt_dynamic=str(args.dynamic),
+                   mmcpvt_normalisation=json.dumps(norm)))
+    except ValueError as e:  # the model refused the input (e.g. too large)
+        parser.error(str(e))
     axes = 'dynamic batch, height and width' if args.dynamic else 'static'
     print(f'exported the {what}\n  to {args.output_file} (opset '
           f'{args.opset}, TorchScript exporter, torch {torch.__version__}, '

@@ -31,8 +31,14 @@ class Attention(BaseModule):
             padded to r. Defaults to 1.
         rpe_cfg (dict, optional): :class:`RelativePositionEncoding2d`
             arguments. Defaults to None.
+
+    ``max_pairs``: the most query-key pairs a head may attend over; past it
+    (CPVT on a 10000 px image: 390,625 tokens, 1.5e11 pairs) the input is
+    refused in one line rather than run for hours or fail in the allocator.
+    ``Attention.max_pairs = None`` lifts it.
     """
     fused_attn = True
+    max_pairs = 2**34  # a 64 GiB float32 map a head where it is formed
 
     def __init__(self, embed_dims: int, num_heads: int, qkv_bias: bool = True,
                  attn_drop: float = 0., proj_drop: float = 0.,
@@ -102,6 +108,14 @@ class Attention(BaseModule):
                attn_bias: Optional[torch.Tensor] = None,
                return_attn: bool = False):
         """q, k, v (B, heads, N, head_dims) -> tokens (B, N, C) [, weights]."""
+        n, m = q.shape[-2], k.shape[-2]
+        if self.max_pairs is not None and n * m > self.max_pairs:
+            raise ValueError(
+                f'attention of {n} tokens over {m} keys ({n * m:.2g} pairs a '
+                f'head) is past Attention.max_pairs ({self.max_pairs:.2g}): '
+                f'global attention this large does not fit in memory or '
+                f'time. Give a smaller input, or lift the limit: '
+                f'mmcpvt.models.layers.Attention.max_pairs = None')
         if self.fused_attn and not return_attn:
             x = F.scaled_dot_product_attention(
                 q, k, v, attn_mask=attn_bias,

@@ -398,6 +398,10 @@ def test_a_url_names_what_is_wrong_with_the_download(
     assert os.environ['TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD'] == '1'
     read_checkpoint(f'{base}/good.pth')
     read_checkpoint(f'{base}/good.pth'.replace('http', 'HTTP'))
+    published = _tool('tools/model_converters/publish_model.py').publish(
+        f'{base}/good.pth', str(tmp_path / 'pub.pth'),  # a URL, as a file
+        save_keys=('state_dict', ))
+    assert torch.load(published, weights_only=True)['state_dict']['w'] == 1
 
 
 URL_FAILURES = {

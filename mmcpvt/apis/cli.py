@@ -42,13 +42,13 @@ def checkpoint_errors(prog: str, runner):
     not a traceback: refused by our loading (:class:`CheckpointError`), or
     failing in the runner's own reader (mmengine's), which
     :func:`read_checkpoint` then names from the file."""
+    hooks = [h for h in runner.hooks if isinstance(h, CheckpointLoadHook)]
     try:
         yield
     except CheckpointError as e:
         raise SystemExit(f'{prog}: error: {e}') from None
     except Exception:  # noqa: B902  (the file says what went wrong)
-        pending = [h.checkpoint for h in runner.hooks
-                   if isinstance(h, CheckpointLoadHook) and h.checkpoint]
+        pending = [h.checkpoint for h in hooks if h.checkpoint]
         if not pending:
             raise
         try:
@@ -56,6 +56,9 @@ def checkpoint_errors(prog: str, runner):
         except (CheckpointError, FileNotFoundError) as e:
             raise SystemExit(f'{prog}: error: {e}') from None
         raise
+    finally:  # a run that failed called no after_run
+        for hook in hooks:
+            hook.release()
 
 
 def checked(cast, ok, rule: str) -> Callable:

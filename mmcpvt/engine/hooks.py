@@ -22,10 +22,12 @@ class CheckpointLoadHook(Hook):
     runner's checkpoint (``load_from``, ``resume``) loaded whole or not at
     all.
 
-    From ``before_run`` to ``after_run`` torch unpickles weights-only
+    From ``before_run`` until the loop starts (``before_train``, ``_val``,
+    ``_test``) torch unpickles weights-only
     (:func:`mmcpvt.utils.checkpoint.weights_only_loads`): mmengine's loader
     of ``http(s)://`` checkpoints (``torch.hub``, which turns it off) and
-    other libraries' ``init_cfg`` loads included. In
+    other libraries' ``init_cfg`` loads included. A run that fails before
+    its loop calls no hook: the tools then call :meth:`release`. In
     ``after_load_checkpoint``, which the runner calls between reading the
     file and loading it, the checkpoint goes into the model by
     :func:`mmcpvt.utils.checkpoint.load_weights` with ``strict``: one of
@@ -54,10 +56,13 @@ class CheckpointLoadHook(Hook):
                      or 'the checkpoint the runner loads')
         self.checkpoint = None
 
-    def after_run(self, runner) -> None:
+    def release(self, runner=None) -> None:
+        """End the weights-only loads: loading is over."""
         if self._loads is not None:
             self._loads.close()
             self._loads = None
+
+    before_train = before_val = before_test = after_run = release
 
 
 def _seed(seed: int, stream: int, index: int) -> int:

@@ -118,8 +118,8 @@ def weights_only_loads():
 def _refusal(path: str, error: Exception) -> CheckpointError:
     """What is wrong with the file ``torch.load(weights_only=True)`` failed
     on, read from the file (never from the text of ``error``)."""
-    unsafe = []
-    if zipfile.is_zipfile(path):
+    unsafe, is_zip = [], zipfile.is_zipfile(path)
+    if is_zip:
         with zipfile.ZipFile(path) as archive:
             is_torch = any(n.endswith('data.pkl') for n in archive.namelist())
         unsafe = (torch.serialization.get_unsafe_globals_in_checkpoint(path)
@@ -128,7 +128,7 @@ def _refusal(path: str, error: Exception) -> CheckpointError:
         with open(path, 'rb') as f:
             is_torch = f.read(1) == b'\x80'
     if is_torch and isinstance(error, pickle.UnpicklingError) and (
-            unsafe or not zipfile.is_zipfile(path)):
+            unsafe or not is_zip):
         refers = f' ({", ".join(unsafe)})' if unsafe else ''
         return UnsafeCheckpointError(
             f'{path}: refused: it holds objects that a weights-only load '
@@ -171,9 +171,9 @@ def _read_url(url: str):
     except Exception as e:  # noqa: B902
         copy = osp.join(cache, name)
         if osp.isfile(copy):  # downloaded, not loadable
-            raise type(_refusal(copy, e))(
-                f'{url}, downloaded to {_refusal(copy, e)} (delete the copy '
-                f'to download again)') from None
+            refusal = _refusal(copy, e)
+            raise type(refusal)(f'{url}, downloaded to {refusal} (delete the '
+                                f'copy to download again)') from None
         if not isinstance(e, (OSError, http.client.HTTPException,
                               ValueError)):
             raise

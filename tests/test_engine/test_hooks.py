@@ -65,9 +65,9 @@ def runner(tmp_path):
 
 
 def test_checkpoint_load_hook(runner, tmp_path, monkeypatch):
-    """torch's setting made weights-only for the run and restored after it;
-    the checkpoint the runner read loaded whole, or refused naming what
-    does not fit and leaving the model as it was."""
+    """torch's setting made weights-only while the run loads and restored
+    when its loop starts; the checkpoint the runner read loaded whole, or
+    refused naming what does not fit and leaving the model as it was."""
     monkeypatch.delenv('TORCH_FORCE_WEIGHTS_ONLY_LOAD', raising=False)
     monkeypatch.setenv('TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD', '1')
     hook = CheckpointLoadHook()
@@ -87,9 +87,12 @@ def test_checkpoint_load_hook(runner, tmp_path, monkeypatch):
             'weight': torch.zeros(2, 2), 'bias': torch.zeros(3)}})
     assert 'bias' in str(e.value) and '1 of another shape' in str(e.value)
     assert torch.equal(runner.model.weight, before)
-    hook.after_run(runner)
-    assert 'TORCH_FORCE_WEIGHTS_ONLY_LOAD' not in os.environ
-    assert os.environ['TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD'] == '1'
+    for end in ('before_train', 'before_val', 'before_test', 'after_run'):
+        getattr(hook, end)(runner)  # loading is over
+        assert 'TORCH_FORCE_WEIGHTS_ONLY_LOAD' not in os.environ
+        assert os.environ['TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD'] == '1'
+        hook.before_run(runner)
+    hook.release()
 
 
 def test_second_training_in_a_work_dir_is_refused(tmp_path):

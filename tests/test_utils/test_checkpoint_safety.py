@@ -290,6 +290,9 @@ def test_code_in_a_checkpoint_never_runs(runner, tmp_path, monkeypatch,
         with pytest.raises((ValueError, pickle.UnpicklingError)) as e:
             load(path)
         assert not marker.exists(), f'{name} ran the checkpoint\'s code'
+        # the weights-only setting ends with the failed load
+        assert 'TORCH_FORCE_WEIGHTS_ONLY_LOAD' not in os.environ, name
+        assert os.environ['TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD'] == '1', name
         if name in OURS:
             assert isinstance(e.value, UnsafeCheckpointError) or name in (
                 'test_tool', 'convert', 'publish'), name

@@ -257,10 +257,11 @@ class Fit:
 
     def unfit(self) -> str:
         """What did not fit, in one line ('' if all did)."""
-        return '; '.join(f'{len(keys)} {what} ({some(keys)})' for what, keys in (
-            ('not in the checkpoint', self.missing),
-            ('of another shape', self.wrong_shape),
-            ('not in the module', self.unexpected)) if keys)
+        kinds = (('not in the checkpoint', self.missing),
+                 ('of another shape', self.wrong_shape),
+                 ('not in the module', self.unexpected))
+        return '; '.join(f'{len(keys)} {what} ({some(keys)})'
+                         for what, keys in kinds if keys)
 
 
 def _fit(expected: dict, offered: dict) -> Fit:

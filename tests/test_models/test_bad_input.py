@@ -148,7 +148,8 @@ REFUSED = [
     ('CPVT', dict(out_indices=(0, 0.5)), r'got \(0, 0\.5\)'),
     ('SwinPEG', dict(out_indices=()), r'got \(\)'),
     # a division by zero, later
-    ('SwinPEG', dict(window_size=0), r'window_size must be an int >= 1, got 0'),
+    ('SwinPEG', dict(window_size=0),
+     r'window_size must be an int >= 1, got 0'),
     ('CPVT', dict(patch_size=0), r'patch_size must be an int >= 1, got 0'),
     # frozen_stages above the depth froze everything, below -1 nothing
     ('CPVT', dict(frozen_stages=4),

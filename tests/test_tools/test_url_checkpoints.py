@@ -7,10 +7,9 @@ A pickle whose ``__reduce__`` calls ``os.system`` is served over http on
 (``load_from``, ``--resume URL``, ``--resume`` where the work dir's
 ``last_checkpoint`` names it), ``tools/test.py``, mmpretrain's own
 ``tools/train.py`` on one of our configs with ``load_from`` or ``--resume``
-(our
-``CheckpointLoadHook`` is named by the config), the ONNX export and an
-analysis tool (a backbone's ``init_cfg``: test_checkpoint_safety.py). Each must fail and
-leave the payload unrun. Every process downloads into its own
+(our ``CheckpointLoadHook`` is named by the config), the ONNX export and an
+analysis tool (a backbone's ``init_cfg``: test_checkpoint_safety.py). Each
+must fail and leave the payload unrun. Every process downloads into its own
 ``TORCH_HOME``: nothing is cached between paths.
 """
 import os

@@ -121,9 +121,39 @@ def build_runner(cfg: Config):
 
     from .cpu_dist import setup_cpu_dist
     setup_cpu_dist(cfg)
-    if 'runner_type' not in cfg:
-        return Runner.from_cfg(cfg)
-    return RUNNERS.build(cfg)
+    runner = (Runner.from_cfg(cfg) if 'runner_type' not in cfg else
+              RUNNERS.build(cfg))
+    try:
+        check_neck(runner.model)
+    except ValueError as e:
+        raise SystemExit(f'{osp.basename(sys.argv[0]) or "mmcpvt"}: error: '
+                         f'{e}') from None
+    return runner
+
+
+def check_neck(model) -> None:
+    """Refuse a neck whose ``in_channels`` are not the channels of the maps
+    that our backbone gives it (mmdet's and mmseg's FPN assert, without a
+    message, at the first iteration)."""
+    from mmengine.model import is_model_wrapper
+
+    from mmcpvt.models.backbones.base import BaseBackbone
+    model = model.module if is_model_wrapper(model) else model
+    backbone = getattr(model, 'backbone', None)
+    channels = getattr(getattr(model, 'neck', None), 'in_channels', None)
+    if not isinstance(backbone, BaseBackbone) or getattr(
+            backbone, 'out_type', None) != 'featmap' or not isinstance(
+                channels, (list, tuple)):
+        return
+    dims = backbone.embed_dims  # per stage, or CPVT's one width
+    maps = [dims[i] if isinstance(dims, (list, tuple)) else dims
+            for i in backbone.out_indices]
+    if list(channels) != maps:
+        raise ValueError(
+            f'model.neck.in_channels is {list(channels)}, but the '
+            f'{type(backbone).__name__} backbone gives maps of {maps} '
+            f'channels (out_indices {backbone.out_indices}): set '
+            f'model.neck.in_channels={maps}')
 
 
 def text_table(heads: List[str], rows: List[List[str]]) -> str:

@@ -278,3 +278,24 @@ def test_mmdet_own_train_py_runs_our_hooks(tmp_path):
     for hook in ('CheckpointLoadHook', 'SeedHook'):
         assert hook in log, hook
     assert "backend='mmcpvt_atomic'" in (work_dir / config.name).read_text()
+
+
+@pytest.mark.parametrize('options, maps', [
+    (['model.backbone.out_indices=(1,2,3)'], [128, 320, 512]),
+    (['model.neck.in_channels=[64,128,320,320]'], [64, 128, 320, 512]),
+])
+def test_a_neck_that_does_not_fit_the_backbone_is_refused(tmp_path, options,
+                                                          maps):
+    """mmdet's FPN asserted without a message at the first iteration."""
+    from mmengine.config import Config
+
+    from mmcpvt.apis import cli
+    from mmcpvt.apis.cfg_options import parse_cfg_options
+    config = det_config(tmp_path, 1, 1, 64)
+    cfg = cli.apply_common_args(Config.fromfile(str(config)), str(config),
+                                str(tmp_path / 'work'), 'none',
+                                parse_cfg_options(options))
+    with pytest.raises(SystemExit) as e:
+        cli.build_runner(cfg)
+    assert str(e.value).endswith(f'set model.neck.in_channels={maps}')
+    assert 'but the PVTPEG backbone gives maps of' in str(e.value)

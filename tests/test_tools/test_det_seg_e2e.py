@@ -295,6 +295,9 @@ def test_a_neck_that_does_not_fit_the_backbone_is_refused(tmp_path, options,
     cfg = cli.apply_common_args(Config.fromfile(str(config)), str(config),
                                 str(tmp_path / 'work'), 'none',
                                 parse_cfg_options(options))
+    # (its own visualizer: one of an earlier runner in this process, built
+    # within the same second, has the same name)
+    cfg.experiment_name = f'neck_{tmp_path.name}'
     with pytest.raises(SystemExit) as e:
         cli.build_runner(cfg)
     assert str(e.value).endswith(f'set model.neck.in_channels={maps}')

@@ -2,10 +2,10 @@
 that mmengine would add silently (a misspelt one: the run keeps the old
 value), naming the key and what to do; a setting of a config variable gets
 a warning naming the settings to change instead."""
-import argparse
 import difflib
 import inspect
 import logging
+from types import SimpleNamespace
 from typing import Dict, List, Optional
 
 from mmengine.config import Config, DictAction
@@ -46,8 +46,8 @@ def parse_cfg_options(items: Optional[List[str]]) -> Optional[Dict]:
         if key in PATHS:  # quotes stripped and None, as mmengine
             value = value.strip('\'"')
             options[key] = None if value == 'None' else value
-        else:  # mmengine's parsing, through its public argparse action
-            parsed = argparse.Namespace()
+        else:  # mmengine's parsing, through its public DictAction
+            parsed = SimpleNamespace()
             DictAction([], 'options')(None, parsed, [item])
             options[key] = parsed.options[key]
     return options

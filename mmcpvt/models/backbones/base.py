@@ -45,30 +45,31 @@ def arch_settings(arch: Union[str, dict], zoo: dict) -> dict:
     return arch
 
 
+def int_tuple(name: str, value: Union[int, Sequence[int]]) -> tuple:
+    """An int or a sequence of ints as a tuple; TypeError otherwise."""
+    if isinstance(value, int):
+        value = (value, )
+    if not isinstance(value, Sequence) or not all(
+            type(v) is int for v in value):
+        raise TypeError(f'{name} must be an int or a sequence of ints, got '
+                        f'{value!r}')
+    return tuple(value)
+
+
 def block_positions(name: str, positions: Union[int, Sequence[int]],
                     num_blocks: int) -> tuple:
     """``positions``: -1 before the first block, ``j`` after block ``j``."""
-    if isinstance(positions, int):
-        positions = (positions, )
-    if not isinstance(positions, Sequence) or not all(
-            type(p) is int for p in positions):
-        raise TypeError(f'{name} must be an int or a sequence of ints, got '
-                        f'{positions!r}')
+    positions = int_tuple(name, positions)
     if len(set(positions)) != len(positions) or not all(
             -1 <= p < num_blocks for p in positions):
         raise ValueError(f'{name} must be distinct ints from -1 to '
                          f'{num_blocks - 1}, got {positions}')
-    return tuple(positions)
+    return positions
 
 
 def stage_indices(indices: Union[int, Sequence[int]], num: int) -> tuple:
     """``out_indices`` of ``num`` stages (negative: from the end), sorted."""
-    if isinstance(indices, int):
-        indices = (indices, )
-    if not isinstance(indices, Sequence) or not all(
-            type(i) is int for i in indices):
-        raise TypeError(f'out_indices must be an int or a sequence of ints, '
-                        f'got {indices!r}')
+    indices = int_tuple('out_indices', indices)
     wrapped = {i % num for i in indices if -num <= i < num}
     if not indices or len(wrapped) != len(indices):
         raise ValueError(f'out_indices must be distinct ints from {-num} to '
